@@ -1,0 +1,2 @@
+def install(): pass
+def uninstall(): pass

@@ -1,0 +1,1 @@
+"""Fast providers.  Nothing outside ``kernels/triton`` imports triton."""

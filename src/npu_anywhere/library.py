@@ -1,0 +1,241 @@
+"""The one place that touches ``torch.library``.
+
+An :class:`NpuOp` is defined from its literal schema string and owns, for that op:
+
+* the ``_check`` shared by the dispatcher and the fake kernel (same errors in eager,
+  FakeTensor and ``torch.compile``),
+* the provider list (fast providers with support predicates, reference last),
+* the fake kernel (default: the reference itself, run on fake tensors),
+* autograd (a backward that calls the op's public ``*_backward`` / ``*_grad`` op), or an
+  explicit "no backward" error.
+
+Namespaces: torch_npu ops live in ``torch.ops.npu`` and the CANN ops-transformer API in
+``torch.ops.cann_ops_transformer`` -- but only when the real packages are absent.  When the
+real ``torch-npu`` distribution is installed, everything registers under
+``torch.ops.npu_anywhere`` instead, so both can run side by side for golden comparisons and
+the real ops are never shadowed.  Helper ops that torch_npu does not have always live in
+``npu_anywhere``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import torch
+
+from . import checks
+from .dispatch import Provider, ProviderList
+
+INTERNAL_NS = "npu_anywhere"
+
+
+def _distribution_present(*names: str) -> bool:
+    for name in names:
+        try:
+            importlib.metadata.distribution(name)
+            return True
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return False
+
+
+def _real_cann_ops_transformer_present() -> bool:
+    if _distribution_present("cann-ops-transformer", "cann_ops_transformer"):
+        return True
+    # Without importing it: a top-level module of that name found on sys.path is the real one
+    # (our shim is only reachable after npu_anywhere.install()).
+    try:
+        return importlib.util.find_spec("cann_ops_transformer") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+REAL_TORCH_NPU = _distribution_present("torch-npu", "torch_npu")
+REAL_CANN_OPS_TRANSFORMER = _real_cann_ops_transformer_present()
+TORCH_NPU_NS = INTERNAL_NS if REAL_TORCH_NPU else "npu"
+CANN_NS = INTERNAL_NS if REAL_CANN_OPS_TRANSFORMER else "cann_ops_transformer"
+
+_libraries: dict[str, torch.library.Library] = {}
+
+
+def _library(ns: str) -> torch.library.Library:
+    if ns not in _libraries:
+        _libraries[ns] = torch.library.Library(ns, "FRAGMENT")
+    return _libraries[ns]
+
+
+REGISTRY: dict[str, "NpuOp"] = {}
+"""Every op we define, by its public name (``npu_rotary_mul``, ``apply_rotary_pos_emb``...)."""
+
+
+@dataclass
+class OpInfo:
+    """What ``npu-anywhere ops`` and the generic tests need to know about an op."""
+    api: str                       # "torch_npu", "cann_ops_transformer" or "internal"
+    public: bool = True            # exposed as npu_anywhere.<name> / torch_npu.<name>
+    backward_of: Optional[str] = None
+    notes: list[str] = field(default_factory=list)
+
+
+class NpuOp:
+    """One operator: schema, check, providers, fake kernel and autograd.
+
+    Parameters
+    ----------
+    schema : str
+        The literal schema, e.g. ``"npu_rotary_mul(Tensor self, ...) -> Tensor"``.
+    namespace : str
+        ``library.TORCH_NPU_NS``, ``library.CANN_NS`` or ``library.INTERNAL_NS``.
+    check : callable
+        ``check(*args, **kwargs)`` with the schema's signature; raises through
+        :mod:`npu_anywhere.checks`.  Runs before every provider and in the fake kernel.
+    reference : callable or None
+        The readable implementation with the schema's signature.  ``None`` for ops whose
+        semantics are given by a CompositeImplicitAutograd ``composite`` instead.
+    fake : callable, optional
+        Output metadata only; defaults to running ``reference`` on fake tensors.
+    composite : callable, optional
+        A CompositeImplicitAutograd implementation (used for ops that only wrap others, such
+        as a public in-place op returning its mutated inputs).
+    """
+
+    def __init__(self, schema: str, *, namespace: str, check: Callable[..., None],
+                 reference: Callable[..., Any] | None = None,
+                 fake: Callable[..., Any] | None = None,
+                 composite: Callable[..., Any] | None = None,
+                 info: OpInfo):
+        self.schema = schema
+        self.name = schema.split("(", 1)[0].strip()
+        self.namespace = namespace
+        self.qualname = f"{namespace}::{self.name}"
+        self.check = check
+        self.info = info
+        self.autograd = "none"
+        lib = _library(namespace)
+        lib.define(schema)
+        self.packet = getattr(getattr(torch.ops, namespace), self.name)
+        self.overload = self.packet.default
+        if composite is not None:
+            self.providers = None
+            self.has_fake = True   # decomposes into ops that have fake kernels
+            lib.impl(self.name, composite, "CompositeImplicitAutograd")
+        else:
+            if reference is None:
+                raise ValueError(f"{self.name}: an op needs a reference or a composite")
+            self.providers = ProviderList(self.name, reference)
+            self.has_fake = True
+            lib.impl(self.name, self._kernel, "CompositeExplicitAutograd")
+            fake_fn = fake if fake is not None else reference
+
+            def fake_kernel(*args, **kwargs):
+                check(*args, **kwargs)
+                return fake_fn(*args, **kwargs)
+
+            torch.library.register_fake(self.qualname, fake_kernel, lib=lib)
+        if self.name in REGISTRY:
+            raise ValueError(f"op {self.name} is defined twice")
+        REGISTRY[self.name] = self
+
+    # -- dispatch ------------------------------------------------------------------------
+
+    def _kernel(self, *args: Any, **kwargs: Any) -> Any:
+        self.check(*args, **kwargs)
+        return self.providers.select(*args, **kwargs).fn(*args, **kwargs)
+
+    def add_provider(self, name: str, fn: Callable[..., Any],
+                     supports: Callable[..., Optional[str]] | None = None) -> None:
+        """Register a fast provider, tried before the reference (in registration order)."""
+        self.providers.add(Provider(name, fn, supports))
+
+    # -- autograd ------------------------------------------------------------------------
+
+    def set_autograd(self, *, setup_context: Callable[[Any, tuple, Any], None],
+                     backward: Callable[..., tuple]) -> None:
+        """Differentiate through ``backward(ctx, *grads) -> grads per schema argument``.
+
+        Calls that need no gradient skip ``torch.autograd.Function`` entirely (it costs tens
+        of microseconds, which matters for decode-sized calls).
+        """
+        overload = self.overload
+        arguments = overload._schema.arguments
+        normalize = _normalizer(arguments)
+        kwonly = [a.name for a in arguments if a.kwarg_only]
+        n_positional = len(arguments) - len(kwonly)
+
+        class Function(torch.autograd.Function):
+            @staticmethod
+            def forward(*flat):
+                kw = dict(zip(kwonly, flat[n_positional:]))
+                with torch._C._AutoDispatchBelowAutograd():
+                    return overload(*flat[:n_positional], **kw)
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):
+                setup_context(ctx, inputs, output)
+
+            @staticmethod
+            def backward(ctx, *grads):
+                return backward(ctx, *grads)
+
+        Function.__name__ = Function.__qualname__ = f"{self.name}_autograd"
+
+        def autograd_kernel(*args, **kwargs):
+            if torch.is_grad_enabled() and _needs_grad(args, kwargs):
+                return Function.apply(*normalize(args, kwargs))
+            with torch._C._AutoDispatchBelowAutograd():
+                return overload(*args, **kwargs)
+
+        _library(self.namespace).impl(self.name, autograd_kernel, "Autograd")
+        self.autograd = "yes"
+
+    def forbid_autograd(self, reason: str) -> None:
+        """The op has no backward: requesting a gradient raises at the call."""
+        overload = self.overload
+        name = self.name
+
+        def autograd_kernel(*args, **kwargs):
+            if torch.is_grad_enabled() and _needs_grad(args, kwargs):
+                checks.expect(False, name, "inputs", f"that do not require grad ({reason})",
+                              "an input with requires_grad=True", RuntimeError)
+            with torch._C._AutoDispatchBelowAutograd():
+                return overload(*args, **kwargs)
+
+        _library(self.namespace).impl(self.name, autograd_kernel, "Autograd")
+        self.autograd = "no (raises)"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.overload(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"NpuOp({self.qualname})"
+
+
+def _needs_grad(args: tuple, kwargs: dict) -> bool:
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            if value.requires_grad:
+                return True
+        elif isinstance(value, (list, tuple)):
+            if any(isinstance(v, torch.Tensor) and v.requires_grad for v in value):
+                return True
+    return False
+
+
+def _normalizer(arguments) -> Callable[[tuple, dict], tuple]:
+    """Return a function mapping (args, kwargs) to the full positional tuple of the schema."""
+    names = [a.name for a in arguments]
+    defaults = [a.default_value if a.has_default_value() else _MISSING for a in arguments]
+
+    def normalize(args: tuple, kwargs: dict) -> tuple:
+        full = list(args) + defaults[len(args):]
+        for key, value in kwargs.items():
+            full[names.index(key)] = value
+        return tuple(full)
+
+    return normalize
+
+
+_MISSING = object()
