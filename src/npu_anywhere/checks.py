@@ -30,19 +30,20 @@ def message(op: str, param: str, requirement: str, actual: Any) -> str:
     return f"{op}: expected {param} {requirement}, but got {actual}"
 
 
-def expect(cond: Any, op: str, param: str, requirement: str, actual: Any | Callable[[], Any],
-           error: type = RuntimeError) -> None:
+def expect(cond: Any, op: str, param: str, requirement: str | Callable[[], str],
+           actual: Any | Callable[[], Any], error: type = RuntimeError) -> None:
     """Raise ``error`` with the project's message shape unless ``cond`` holds.
 
-    ``actual`` may be a zero-argument callable so that costly descriptions are only built on
-    failure.
+    ``requirement`` and ``actual`` may be zero-argument callables so that descriptions are
+    only built on failure (checks run on every call, including decode-sized ones).
     """
-    if cond is True:  # fast path: plain Python bools dominate decode-sized calls
+    if cond is True:  # fast path: plain Python bools dominate eager calls
         return
 
     def build() -> str:
         value = actual() if callable(actual) else actual
-        return message(op, param, requirement, value)
+        req = requirement() if callable(requirement) else requirement
+        return message(op, param, req, value)
 
     _RAISERS[error](cond, build)
 

@@ -353,6 +353,19 @@ def test_rtol_needs_both_rel_and_abs_outliers():
         assert_rtol_equal(np.full(100, 1.0), np.full(100, 1.001))
 
 
+def test_rtol_relative_error_is_symmetric():
+    # |x - y| / max(|x|, |y|): 1.00005e-4 / 1.0001 < 1e-4 in either order,
+    # though 1.00005e-4 / 1 would not be.
+    x = np.ones(100)
+    y = np.full(100, 1 + 1.00005e-4)
+    assert_rtol_equal(x, y)
+    assert_rtol_equal(y, x)
+    y = np.full(100, 1 + 2e-4)
+    for first, second in ((x, y), (y, x)):
+        with pytest.raises(AssertionError):
+            assert_rtol_equal(first, second)
+
+
 def test_rtol_float16_uses_prec16():
     golden = torch.ones(1000, dtype=torch.float16)
     assert_rtol_equal(ones_plus(1, 2.0**-10, torch.float16, 1000), golden)  # rel 9.8e-4

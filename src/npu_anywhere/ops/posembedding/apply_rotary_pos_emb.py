@@ -27,7 +27,8 @@ from ...layouts import LAYOUT_BY_CODE, LAYOUT_CODES, LAYOUTS
 from ...kernels import compiled
 from ...library import CANN_NS, INTERNAL_NS, TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import PRE_950, Product
-from .rotation import DIVISOR, MODES, compute_dtype, partner, reduce_to, rope, rotate, signed
+from .rotation import (DIVISOR, MODES, compute_dtype, partner, prepare, reduce_to, rope, rotate,
+                       signed)
 
 CANN_OP = "apply_rotary_pos_emb"
 CANN_SCHEMA = ("apply_rotary_pos_emb(Tensor query, Tensor key, Tensor cos, Tensor sin, "
@@ -64,40 +65,40 @@ def check_rope_pair(op, query, key, cos, sin, layout, rotary_mode, *, allow_empt
     checks.expect_same_device(tensors, op)
     lay = LAYOUTS[layout]
     for name, t in tensors.items():
-        checks.expect(t.dim() == lay.ndim, op, name, f"a {lay.ndim}-D tensor for layout {layout}",
+        checks.expect(t.dim() == lay.ndim, op, name, lambda: f"a {lay.ndim}-D tensor for layout {layout}",
                       lambda t=t: f"shape {tuple(t.shape)}", ValueError)
     if not allow_empty:
         for name, t in tensors.items():
             checks.expect_nonempty(t, op, name)
     d = query.shape[-1]
     checks.expect(d % DIVISOR[rotary_mode] == 0, op, q_name,
-                  f"a last dim (D) divisible by {DIVISOR[rotary_mode]} in rotary_mode "
+                  lambda: f"a last dim (D) divisible by {DIVISOR[rotary_mode]} in rotary_mode "
                   f"'{rotary_mode}'", d, ValueError)
-    checks.expect(d <= MAX_HEAD_DIM, op, q_name, f"a last dim (D) <= {MAX_HEAD_DIM}", d,
+    checks.expect(d <= MAX_HEAD_DIM, op, q_name, lambda: f"a last dim (D) <= {MAX_HEAD_DIM}", d,
                   ValueError)
     for i in range(lay.ndim):
         if i != lay.head_axis:
             checks.expect(key.shape[i] == query.shape[i], op, k_name,
-                          f"the shape of {q_name} {tuple(query.shape)} except in N "
+                          lambda: f"the shape of {q_name} {tuple(query.shape)} except in N "
                           f"(dim {lay.head_axis})", lambda: tuple(key.shape))
-    checks.expect(sin.shape == cos.shape, op, "sin", f"the shape of cos {tuple(cos.shape)}",
+    checks.expect(sin.shape == cos.shape, op, "sin", lambda: f"the shape of cos {tuple(cos.shape)}",
                   lambda: tuple(sin.shape))
     checks.expect(cos.shape[lay.head_axis] == 1, op, "cos",
-                  f"N (dim {lay.head_axis} in layout {layout}) equal to 1",
+                  lambda: f"N (dim {lay.head_axis} in layout {layout}) equal to 1",
                   lambda: f"shape {tuple(cos.shape)}")
     cos_d = cos.shape[-1]
     checks.expect(cos_d >= d or cos_d == 0, op, "cos",
-                  f"a last dim equal to the D of {q_name} ({d}); a smaller cos D (partial "
+                  lambda: f"a last dim equal to the D of {q_name} ({d}); a smaller cos D (partial "
                   "rotation) is documented without saying what happens to the tail, so it is "
                   "not emulated", cos_d, NotImplementedError)
-    checks.expect(cos_d == d, op, "cos", f"a last dim equal to the D of {q_name} ({d})",
+    checks.expect(cos_d == d, op, "cos", lambda: f"a last dim equal to the D of {q_name} ({d})",
                   cos_d)
     for i in range(lay.ndim - 1):
         if i == lay.head_axis:
             continue
         ok = cos.shape[i] == query.shape[i] or (i == lay.batch_axis and cos.shape[i] == 1)
         want = "or 1" if i == lay.batch_axis else ""
-        checks.expect(ok, op, "cos", f"dim {i} equal to {q_name}'s ({query.shape[i]}) {want}"
+        checks.expect(ok, op, "cos", lambda: f"dim {i} equal to {q_name}'s ({query.shape[i]}) {want}"
                       .rstrip(), lambda: f"shape {tuple(cos.shape)}")
 
 
@@ -106,15 +107,15 @@ def check_strict_pre_950(op, product, query, cos, layout, *, batch_broadcast_ok=
     """A2 / A3 / 310P rules of seeds 000 (6.2, 6.4) and 004."""
     lay = LAYOUTS[layout]
     checks.expect(layout in _PRE_950_LAYOUTS, op, "layout",
-                  f"one of {list(_PRE_950_LAYOUTS)} on {product.value}", repr(layout),
+                  lambda: f"one of {list(_PRE_950_LAYOUTS)} on {product.value}", repr(layout),
                   ValueError)
     d = query.shape[-1]
     checks.expect(d in _PRE_950_HEAD_DIMS, op, "query",
-                  f"a last dim (D) of 64 or 128 on {product.value}", d, ValueError)
+                  lambda: f"a last dim (D) of 64 or 128 on {product.value}", d, ValueError)
     if lay.batch_axis is not None and not batch_broadcast_ok:
         b = lay.batch_axis
         checks.expect(cos.shape[b] == query.shape[b], op, "cos",
-                      f"the batch (B) of query ({query.shape[b]}) on {product.value}",
+                      lambda: f"the batch (B) of query ({query.shape[b]}) on {product.value}",
                       cos.shape[b], ValueError)
     if product == Product.ATLAS_INFERENCE:
         checks.expect(query.dtype != torch.bfloat16, op, "query",
@@ -135,12 +136,8 @@ def check_apply_rotary_pos_emb(query, key, cos, sin, layout="BSND", rotary_mode=
 
 
 def rope_pair_reference(query, key, cos, sin, layout="BSND", rotary_mode="half"):
-    ct = compute_dtype(query.dtype)
-    c = cos.to(ct)
-    s = signed(sin.to(ct), rotary_mode)
-    q_out = rope(query.to(ct), c, s, rotary_mode).to(query.dtype)
-    k_out = rope(key.to(ct), c, s, rotary_mode).to(key.dtype)
-    return q_out, k_out
+    c, s = prepare(cos, sin, rotary_mode, query.dtype)
+    return rope(query, c, s, rotary_mode), rope(key, c, s, rotary_mode)
 
 
 apply_rotary_pos_emb_op = NpuOp(CANN_SCHEMA, namespace=CANN_NS,
@@ -174,10 +171,10 @@ def check_apply_rotary_pos_emb_grad(grad_query_embed, grad_key_embed, cos, sin, 
         checks.expect_same_dtype(named, op)
         checks.expect_same_device(named, op)
         checks.expect(query.shape == grad_query_embed.shape, op, "query",
-                      f"the shape of grad_query_embed {tuple(grad_query_embed.shape)}",
+                      lambda: f"the shape of grad_query_embed {tuple(grad_query_embed.shape)}",
                       lambda: tuple(query.shape))
         checks.expect(key.shape == grad_key_embed.shape, op, "key",
-                      f"the shape of grad_key_embed {tuple(grad_key_embed.shape)}",
+                      lambda: f"the shape of grad_key_embed {tuple(grad_key_embed.shape)}",
                       lambda: tuple(key.shape))
     targets.expect_supported(op, _GRAD_SUPPORTED)
 
@@ -254,7 +251,7 @@ def check_npu_apply_rotary_pos_emb(query, key, cos, sin, layout="BSND", rotary_m
         checks.expect(layout != "BSH", op, "layout", "one of ['BSND', 'TND'] on "
                       f"{product.value}", repr(layout), ValueError)
         check_strict_pre_950(op, product, query, cos, layout)
-        checks.expect(rotary_mode == "half", op, "rotary_mode", f"'half' on {product.value}",
+        checks.expect(rotary_mode == "half", op, "rotary_mode", lambda: f"'half' on {product.value}",
                       repr(rotary_mode), ValueError)
 
 

@@ -22,7 +22,8 @@ from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...kernels import compiled
 from ...params import accept_alias
 from ...targets import Product
-from .rotation import compute_dtype, partner, reduce_to, rope, rotate as rotate_pairs, signed
+from .rotation import (compute_dtype, partner, prepare, reduce_to, rope, rotate as rotate_pairs,
+                       signed)
 
 OP = "npu_rotary_mul"
 SCHEMA = ("npu_rotary_mul(Tensor self, Tensor r1, Tensor r2, str rotary_mode='half', "
@@ -48,10 +49,10 @@ _SUPPORTED = frozenset({Product.A2, Product.A3, Product.ATLAS_TRAINING, Product.
 def _check_cos_sin(op: str, x: torch.Tensor, name: str, t: torch.Tensor) -> None:
     checks.expect_dim(t, 4, op, name)
     checks.expect(t.shape[-1] == x.shape[-1], op, name,
-                  f"the same last dim (D) as input ({x.shape[-1]})", lambda: tuple(t.shape))
+                  lambda: f"the same last dim (D) as input ({x.shape[-1]})", lambda: tuple(t.shape))
     fits = all(t.shape[i] == 1 or t.shape[i] == x.shape[i] for i in range(3))
     checks.expect(fits, op, name,
-                  f"a shape broadcastable to input {tuple(x.shape)} without growing it",
+                  lambda: f"a shape broadcastable to input {tuple(x.shape)} without growing it",
                   lambda: tuple(t.shape))
 
 
@@ -64,19 +65,19 @@ def _check_strict(op: str, x: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor,
     if product in (Product.ATLAS_TRAINING, Product.ATLAS_INFERENCE):
         # Only the jit_compile=True kernel exists there: half mode, D == 128.
         checks.expect(rotary_mode == "half", op, "rotary_mode",
-                      f"'half' on {product.value}", repr(rotary_mode), ValueError)
-        checks.expect(d == 128, op, "input", f"D == 128 on {product.value}", d, ValueError)
+                      lambda: f"'half' on {product.value}", repr(rotary_mode), ValueError)
+        checks.expect(d == 128, op, "input", lambda: f"D == 128 on {product.value}", d, ValueError)
         if product == Product.ATLAS_INFERENCE:
             checks.expect(x.dtype != torch.bfloat16, op, "input",
                           "a dtype other than bfloat16 on 310P", "bfloat16", TypeError)
     else:
-        checks.expect(d < 896, op, "input", f"D < 896 on {product.value}", d, ValueError)
+        checks.expect(d < 896, op, "input", lambda: f"D < 896 on {product.value}", d, ValueError)
     patterns = _HALF_PATTERNS if rotary_mode == "half" else _INTERLEAVE_PATTERNS
     for name, t in (("r1", r1), ("r2", r2)):
         ok = any(all((t.shape[i] == x.shape[i]) if keep else (t.shape[i] == 1)
                      for i, keep in enumerate(p)) for p in patterns)
         checks.expect(ok, op, name,
-                      f"one of the documented {rotary_mode}-mode broadcast patterns on "
+                      lambda: f"one of the documented {rotary_mode}-mode broadcast patterns on "
                       f"{product.value} (e.g. 11SD, 1S1D, S11D)", lambda t=t: tuple(t.shape),
                       ValueError)
 
@@ -101,11 +102,11 @@ def _check_common(op: str, x: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor,
     _check_cos_sin(op, x, "r1", r1)
     _check_cos_sin(op, x, "r2", r2)
     if grad is not None:
-        checks.expect(grad.shape == x.shape, op, "grad", f"the shape of input {tuple(x.shape)}",
+        checks.expect(grad.shape == x.shape, op, "grad", lambda: f"the shape of input {tuple(x.shape)}",
                       lambda: tuple(grad.shape))
     if rotate is not None:
         checks.expect(rotate.dim() == 2 and rotate.shape[0] == d and rotate.shape[1] == d, op,
-                      "rotate", f"a ({d}, {d}) matrix", lambda: tuple(rotate.shape))
+                      "rotate", lambda: f"a ({d}, {d}) matrix", lambda: tuple(rotate.shape))
     _check_strict(op, x, r1, r2, rotary_mode)
 
 
@@ -118,13 +119,11 @@ def check_rotary_mul_backward(grad, self, r1, r2, rotary_mode="half"):
 
 
 def rotary_mul_reference(self, r1, r2, rotary_mode="half", rotate=None):
-    ct = compute_dtype(self.dtype)
-    x, cos, sin = self.to(ct), r1.to(ct), r2.to(ct)
     if rotate is None:
-        out = rope(x, cos, signed(sin, rotary_mode), rotary_mode)
-    else:
-        out = torch.addcmul(x * cos, x @ rotate.to(ct), sin)
-    return out.to(self.dtype)
+        return rope(self, *prepare(r1, r2, rotary_mode, self.dtype), rotary_mode)
+    ct = compute_dtype(self.dtype)
+    x = self.to(ct)
+    return torch.addcmul(x * r1.to(ct), x @ rotate.to(ct), r2.to(ct)).to(self.dtype)
 
 
 def rotary_mul_backward_reference(grad, self, r1, r2, rotary_mode="half"):

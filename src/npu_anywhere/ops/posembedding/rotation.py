@@ -63,9 +63,22 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+def prepare(cos: torch.Tensor, sin: torch.Tensor, mode: str,
+            dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and ``signed(sin)`` in the compute dtype (done once for query and key)."""
+    ct = compute_dtype(dtype)
+    return cos.to(ct), signed(sin.to(ct), mode)
+
+
 def rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor, mode: str) -> torch.Tensor:
-    """``x * cos + rotate(x) * sin`` in the dtype of its inputs (callers upcast)."""
-    return torch.addcmul(x * cos, partner(x, mode), signed_sin)
+    """``x * cos + rotate(x) * sin`` with ``cos, signed_sin = prepare(cos, sin, mode, x.dtype)``.
+
+    Computed in float32 (float64 for float64 x) and rounded once to x's dtype.  Three
+    whole-tensor ops (mul, flip, addcmul): fewer than the doc formula's six, which is what
+    decode-sized calls pay for; large calls go to the compiled provider, which fuses them.
+    """
+    xc = x.to(cos.dtype)
+    return torch.addcmul(xc * cos, partner(xc, mode), signed_sin).to(x.dtype)
 
 
 def reduce_to(t: torch.Tensor, shape: torch.Size) -> torch.Tensor:

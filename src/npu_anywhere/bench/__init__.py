@@ -1,0 +1,38 @@
+"""Benchmarks: ``npu-anywhere bench`` or ``python -m benchmarks``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Optional, Sequence
+
+import torch
+
+from . import posembedding  # noqa: F401  (registers its cases)
+from .registry import CASES, Case
+from .runner import run
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="npu-anywhere bench",
+                                     description="Benchmark npu_anywhere ops side by side.")
+    parser.add_argument("-k", "--filter", default="",
+                        help="only cases whose name contains this text (e.g. 'prefill')")
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
+    parser.add_argument("--min-time", type=float, default=0.3,
+                        help="seconds of timing per contender (default 0.3)")
+    parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    args = parser.parse_args(argv)
+    cases: list[Case] = [c for c in CASES if args.filter in c.name]
+    if args.list:
+        for case in cases:
+            print(case.name)
+        return 0
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    print(f"device {device}, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    rows = run(cases, device, min_time=args.min_time)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+    return 0
