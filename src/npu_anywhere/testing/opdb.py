@@ -1,0 +1,171 @@
+"""The op database: sample inputs and error inputs for every registered op.
+
+Generic tests (tests/generic/) iterate over it: opcheck, fake-vs-eager metadata, identical
+errors in eager and under FakeTensor, torch.compile(fullgraph=True).  Each op module's
+entry lives here so that adding an op means adding its samples in one place.
+
+Samples are small and built on demand (``make()`` returns fresh tensors each call, since some
+ops write into their inputs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+
+@dataclass
+class Sample:
+    name: str
+    make: Callable[[], tuple[tuple, dict]]
+    differentiable: bool = False   # run opcheck's autograd tests / gradcheck on it
+
+
+@dataclass
+class ErrorSample:
+    name: str
+    make: Callable[[], tuple[tuple, dict]]
+    error: type
+    match: str
+
+
+@dataclass
+class OpEntry:
+    op: str                              # qualified "<namespace>::<name>" is looked up at use
+    samples: list[Sample] = field(default_factory=list)
+    errors: list[ErrorSample] = field(default_factory=list)
+
+
+OPDB: dict[str, OpEntry] = {}
+
+
+def _entry(name: str) -> OpEntry:
+    return OPDB.setdefault(name, OpEntry(name))
+
+
+def _g(*shape: int, dtype=torch.float32) -> torch.Tensor:
+    return torch.randn(*shape, dtype=dtype)
+
+
+# -- posembedding -----------------------------------------------------------------------------
+
+def _rotary_mul_samples() -> None:
+    e = _entry("npu_rotary_mul")
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        for mode in ("half", "interleave"):
+            e.samples.append(Sample(
+                f"bsnd_{mode}_{dtype}".replace("torch.", ""),
+                lambda dtype=dtype, mode=mode: ((_g(2, 3, 4, 8, dtype=dtype),
+                                                 _g(1, 3, 1, 8, dtype=dtype),
+                                                 _g(1, 3, 1, 8, dtype=dtype), mode), {})))
+    e.samples.append(Sample("rotate_matrix", lambda: ((_g(2, 3, 4, 8), _g(1, 3, 1, 8),
+                                                        _g(1, 3, 1, 8), "half", _g(8, 8)), {})))
+    e.samples.append(Sample("grad_fp64", lambda: ((_g(2, 3, 2, 6, dtype=torch.float64),
+                                                    _g(2, 3, 1, 6, dtype=torch.float64),
+                                                    _g(1, 3, 1, 6, dtype=torch.float64)), {}),
+                            differentiable=True))
+    e.errors += [
+        ErrorSample("quarter_mode", lambda: ((_g(1, 2, 2, 8), _g(1, 2, 1, 8), _g(1, 2, 1, 8),
+                                              "quarter"), {}), ValueError,
+                    "npu_rotary_mul: expected rotary_mode one of"),
+        ErrorSample("odd_d", lambda: ((_g(1, 2, 2, 7), _g(1, 2, 1, 7), _g(1, 2, 1, 7)), {}),
+                    ValueError, "npu_rotary_mul: expected input a last dim"),
+        ErrorSample("mixed_dtype", lambda: ((_g(1, 2, 2, 8), _g(1, 2, 1, 8, dtype=torch.float16),
+                                             _g(1, 2, 1, 8)), {}), TypeError,
+                    "npu_rotary_mul: expected r1 the same dtype"),
+        ErrorSample("bad_broadcast", lambda: ((_g(1, 2, 2, 8), _g(1, 3, 1, 8), _g(1, 2, 1, 8)),
+                                              {}), RuntimeError,
+                    "npu_rotary_mul: expected r1 a shape broadcastable"),
+    ]
+    b = _entry("npu_rotary_mul_backward")
+    b.samples.append(Sample("half", lambda: ((_g(2, 3, 4, 8), _g(2, 3, 4, 8), _g(1, 3, 1, 8),
+                                              _g(1, 3, 1, 8), "half"), {})))
+    b.samples.append(Sample("interleave_bf16", lambda: (
+        tuple(_g(*s, dtype=torch.bfloat16) for s in ((2, 3, 4, 8), (2, 3, 4, 8), (1, 1, 4, 8),
+                                                     (1, 1, 4, 8))) + ("interleave",), {})))
+    b.errors.append(ErrorSample("grad_shape", lambda: ((_g(2, 3, 4, 6), _g(2, 3, 4, 8),
+                                                        _g(1, 3, 1, 8), _g(1, 3, 1, 8)), {}),
+                                RuntimeError, "npu_rotary_mul_backward: expected grad the shape"))
+
+
+_LAYOUT_SHAPES = {  # layout: (query, key, cos)
+    "BSND": ((2, 3, 4, 8), (2, 3, 2, 8), (1, 3, 1, 8)),
+    "BSH": ((2, 3, 4, 8), (2, 3, 2, 8), (2, 3, 1, 8)),
+    "SBND": ((3, 2, 4, 8), (3, 2, 2, 8), (3, 1, 1, 8)),
+    "BNSD": ((2, 4, 3, 8), (2, 2, 3, 8), (2, 1, 3, 8)),
+    "TND": ((5, 4, 8), (5, 2, 8), (5, 1, 8)),
+}
+
+
+def _pair(layout: str, dtype=torch.float32):
+    q, k, c = _LAYOUT_SHAPES[layout]
+    return _g(*q, dtype=dtype), _g(*k, dtype=dtype), _g(*c, dtype=dtype), _g(*c, dtype=dtype)
+
+
+def _pair_errors(op: str) -> list[ErrorSample]:
+    return [
+        ErrorSample("bad_layout", lambda: (_pair("BSND") + ("XYZ", "half"), {}), ValueError,
+                    f"{op}: expected layout one of"),
+        ErrorSample("bad_mode", lambda: (_pair("BSND") + ("BSND", "full"), {}), ValueError,
+                    f"{op}: expected rotary_mode one of"),
+        ErrorSample("quarter_d", lambda: ((_g(1, 2, 2, 6), _g(1, 2, 2, 6), _g(1, 2, 1, 6),
+                                           _g(1, 2, 1, 6), "BSND", "quarter"), {}), ValueError,
+                    f"{op}: expected query a last dim .D. divisible by 4"),
+        ErrorSample("cos_n", lambda: ((_g(1, 2, 2, 8), _g(1, 2, 2, 8), _g(1, 2, 2, 8),
+                                       _g(1, 2, 2, 8)), {}), RuntimeError,
+                    f"{op}: expected cos N"),
+        ErrorSample("key_s", lambda: ((_g(1, 2, 2, 8), _g(1, 3, 2, 8), _g(1, 2, 1, 8),
+                                       _g(1, 2, 1, 8)), {}), RuntimeError,
+                    f"{op}: expected key the shape of query"),
+        ErrorSample("partial_cos", lambda: ((_g(1, 2, 2, 8), _g(1, 2, 2, 8), _g(1, 2, 1, 4),
+                                             _g(1, 2, 1, 4)), {}), NotImplementedError,
+                    f"{op}: expected cos a last dim"),
+        ErrorSample("mixed_dtype", lambda: ((_g(1, 2, 2, 8), _g(1, 2, 2, 8, dtype=torch.float16),
+                                             _g(1, 2, 1, 8), _g(1, 2, 1, 8)), {}), TypeError,
+                    f"{op}: expected key the same dtype"),
+    ]
+
+
+def _apply_rotary_pos_emb_samples() -> None:
+    e = _entry("apply_rotary_pos_emb")
+    for layout in _LAYOUT_SHAPES:
+        for mode in ("half", "quarter", "interleave"):
+            e.samples.append(Sample(f"{layout}_{mode}",
+                                    lambda layout=layout, mode=mode:
+                                        (_pair(layout) + (layout, mode), {})))
+    e.samples.append(Sample("bf16", lambda: (_pair("BSND", torch.bfloat16), {})))
+    e.samples.append(Sample("grad_fp64", lambda: (_pair("SBND", torch.float64) + ("SBND",), {}),
+                            differentiable=True))
+    e.errors += _pair_errors("apply_rotary_pos_emb")
+    e.errors.append(ErrorSample("empty", lambda: ((_g(0, 2, 2, 8), _g(0, 2, 2, 8),
+                                                   _g(0, 2, 1, 8), _g(0, 2, 1, 8)), {}),
+                                ValueError, "apply_rotary_pos_emb: expected query a non-empty"))
+
+    n = _entry("npu_apply_rotary_pos_emb")
+    for layout in ("BSND", "SBND", "BNSD", "TND"):
+        n.samples.append(Sample(f"{layout}_half", lambda layout=layout:
+                                (_pair(layout) + (layout, "half"), {})))
+    n.samples.append(Sample("TND_interleave_kw", lambda: (_pair("TND"), {"layout": "TND",
+                                                                          "rotary_mode":
+                                                                          "interleave"})))
+    n.errors += _pair_errors("npu_apply_rotary_pos_emb")
+
+    g = _entry("apply_rotary_pos_emb_grad")
+    for code, layout in ((1, "BSND"), (2, "SBND"), (3, "BNSD"), (4, "TND")):
+        g.samples.append(Sample(f"{layout}_with_qk", lambda layout=layout, code=code: (
+            _pair(layout), {"query": _pair(layout)[0] * 0 + 1, "key": _pair(layout)[1],
+                            "layout": code})))
+        g.samples.append(Sample(f"{layout}_no_qk", lambda layout=layout, code=code: (
+            _pair(layout), {"layout": code})))
+    g.errors.append(ErrorSample("quarter", lambda: (_pair("BSND"), {"rotary_mode": "quarter"}),
+                                ValueError, "apply_rotary_pos_emb_grad: expected rotary_mode"))
+    g.errors.append(ErrorSample("query_only", lambda: (_pair("BSND"), {"query": _g(2, 3, 4, 8)}),
+                                ValueError, "apply_rotary_pos_emb_grad: expected query and key"))
+    g.errors.append(ErrorSample("layout_code", lambda: (_pair("BSND"), {"layout": 7}),
+                                ValueError, "apply_rotary_pos_emb_grad: expected layout"))
+
+
+_rotary_mul_samples()
+_apply_rotary_pos_emb_samples()

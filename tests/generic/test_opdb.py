@@ -1,0 +1,115 @@
+"""Generic checks for every op in the op database (npu_anywhere.testing.opdb)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import npu_anywhere  # noqa: F401  (registers the ops)
+from npu_anywhere.library import REGISTRY
+from npu_anywhere.testing.opdb import OPDB
+
+SAMPLES = [(name, s) for name, e in OPDB.items() for s in e.samples]
+ERRORS = [(name, s) for name, e in OPDB.items() for s in e.errors]
+
+
+def _ids(items):
+    return [f"{name}-{s.name}" for name, s in items]
+
+
+def _flat(out):
+    if isinstance(out, torch.Tensor) or out is None:
+        return [out]
+    return list(out)
+
+
+def test_every_public_op_has_samples_and_errors():
+    for name, op in REGISTRY.items():
+        if op.info.public:
+            assert name in OPDB and OPDB[name].samples and OPDB[name].errors, name
+
+
+def test_schema_is_the_literal_string():
+    for op in REGISTRY.values():
+        parsed = op.overload._schema
+        assert parsed.name.split("::")[-1] == op.name
+        assert str(parsed).split("::", 1)[1].replace('"', "'") == op.schema.replace('"', "'")
+
+
+@pytest.mark.parametrize("name,sample", SAMPLES, ids=_ids(SAMPLES))
+def test_opcheck(name, sample):
+    args, kwargs = sample.make()
+    if sample.differentiable:
+        args = tuple(a.requires_grad_() if isinstance(a, torch.Tensor) else a for a in args)
+    torch.library.opcheck(REGISTRY[name].overload, args, kwargs)
+
+
+@pytest.mark.parametrize("name,sample", SAMPLES, ids=_ids(SAMPLES))
+def test_fake_matches_eager(name, sample):
+    args, kwargs = sample.make()
+    eager = _flat(REGISTRY[name].overload(*args, **kwargs))
+    mode = FakeTensorMode()
+    fargs = tuple(mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args)
+    fkwargs = {k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
+               for k, v in kwargs.items()}
+    with mode:
+        fake = _flat(REGISTRY[name].overload(*fargs, **fkwargs))
+    assert len(fake) == len(eager)
+    for f, e in zip(fake, eager):
+        if e is None:
+            assert f is None
+            continue
+        assert f.shape == e.shape and f.dtype == e.dtype and f.device == e.device
+        assert f.stride() == e.stride()
+
+
+@pytest.mark.parametrize("name,sample", ERRORS, ids=_ids(ERRORS))
+def test_errors_identical_in_eager_and_fake(name, sample):
+    args, kwargs = sample.make()
+    before = [a.clone() for a in args if isinstance(a, torch.Tensor)]
+    with pytest.raises(sample.error, match=sample.match) as eager:
+        REGISTRY[name].overload(*args, **kwargs)
+    after = [a for a in args if isinstance(a, torch.Tensor)]
+    assert all(torch.equal(b, a) for b, a in zip(before, after)), "a failed call modified input"
+    mode = FakeTensorMode()
+    fargs = tuple(mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args)
+    fkwargs = {k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
+               for k, v in kwargs.items()}
+    with pytest.raises(sample.error) as fake, mode:
+        REGISTRY[name].overload(*fargs, **fkwargs)
+    assert str(fake.value) == str(eager.value)
+
+
+@pytest.mark.parametrize("name,sample", SAMPLES, ids=_ids(SAMPLES))
+def test_compile_fullgraph(name, sample):
+    overload = REGISTRY[name].overload
+    args, kwargs = sample.make()
+    eager_args, eager_kwargs = _clone(args), dict(kwargs)
+    expected = _flat(overload(*eager_args, **eager_kwargs))
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda *a, **k: overload(*a, **k), fullgraph=True,
+                             backend="aot_eager")
+    got = _flat(compiled(*args, **kwargs))
+    for g, e in zip(got, expected):
+        if e is not None:
+            torch.testing.assert_close(g, e, rtol=0, atol=0)
+    # in-place ops: the inputs must have been written the same way
+    for a, e in zip(args, eager_args):
+        if isinstance(a, torch.Tensor):
+            torch.testing.assert_close(a, e, rtol=0, atol=0)
+
+
+def _clone(args):
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def test_error_messages_follow_the_project_shape():
+    pattern = re.compile(r"^\w+: expected .+, but got .+", re.S)
+    for name, sample in ERRORS:
+        args, kwargs = sample.make()
+        with pytest.raises(sample.error) as info:
+            REGISTRY[name].overload(*args, **kwargs)
+        assert pattern.match(str(info.value)), (name, sample.name, str(info.value))
