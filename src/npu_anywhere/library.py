@@ -191,10 +191,14 @@ class NpuOp:
         _library(self.namespace).impl(self.name, autograd_kernel, "Autograd")
         self.autograd = "yes"
 
-    def forbid_autograd(self, reason: str) -> None:
-        """The op has no backward: requesting a gradient raises at the call."""
+    def forbid_autograd(self, reason: str, *, public_name: str | None = None) -> None:
+        """The op has no backward: requesting a gradient raises at the call.
+
+        ``public_name`` names the op in the message when this is the internal op behind a
+        public wrapper.
+        """
         overload = self.overload
-        name = self.name
+        name = public_name or self.name
 
         def autograd_kernel(*args, **kwargs):
             if torch.is_grad_enabled() and _needs_grad(args, kwargs):

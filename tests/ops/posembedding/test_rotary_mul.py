@@ -457,10 +457,21 @@ def test_error_wrong_rotate_shape(rot_shape):
     _raises(RuntimeError, lambda: na.npu_rotary_mul(x, r1, r2, "half", rotate))
 
 
-def test_error_rotate_dtype_mismatch():
+def test_rotate_of_another_float_dtype_is_accepted():
+    # Seed 004 examples 2 and 3 pass a bfloat16 rotate with float32 input.
+    x, r1, r2 = _ok_inputs()
+    rotate = torch.randn(8, 8).to(torch.bfloat16)
+    out = na.npu_rotary_mul(x, r1, r2, "half", rotate)
+    xd = x.double()
+    golden = r1.double() * xd + r2.double() * (xd @ rotate.double())
+    assert out.dtype == x.dtype
+    torch.testing.assert_close(out.double(), golden, rtol=1e-5, atol=1e-5)
+
+
+def test_error_rotate_integer_dtype():
     x, r1, r2 = _ok_inputs()
     _raises(TypeError, lambda: na.npu_rotary_mul(x, r1, r2, "half",
-                                                 torch.zeros(8, 8, dtype=torch.float64)))
+                                                 torch.zeros(8, 8, dtype=torch.int32)))
 
 
 def test_error_backward_grad_shape():
@@ -551,3 +562,24 @@ def test_strict_is_scoped():
             na.npu_rotary_mul(x, r1, r2)
     out = na.npu_rotary_mul(x, r1, r2)  # default mode again
     assert_close_to_golden(out, golden_rotary_mul(x, r1, r2))
+
+
+@pytest.mark.parametrize("product", ["910", "310P"])
+def test_strict_jit_compile_products_half_d128_only(product):
+    # Atlas training (910) / inference (310P): only the jit_compile=True kernel, half, D=128.
+    x, r1, r2 = make_inputs((2, 3, 4, 128), (1, 3, 1, 128), torch.float16)
+    with na.strict(product):
+        out = na.npu_rotary_mul(x, r1, r2, "half")
+        _raises(ValueError, lambda: na.npu_rotary_mul(x, r1, r2, "interleave"))
+        x6, a6, b6 = make_inputs((2, 3, 4, 6), (1, 3, 1, 6), torch.float16)
+        _raises(ValueError, lambda: na.npu_rotary_mul(x6, a6, b6, "half"))
+    assert_close_to_golden(out, golden_rotary_mul(x, r1, r2, "half"), dtype=torch.float16)
+
+
+def test_strict_a3_like_a2():
+    x, r1, r2 = make_inputs((2, 3, 4, 256), (1, 3, 1, 256), torch.bfloat16)
+    with na.strict("A3"):
+        out = na.npu_rotary_mul(x, r1, r2, "interleave")
+        xb, a, b = make_inputs((2, 3, 1, 900), (1, 3, 1, 900), torch.bfloat16)
+        _raises(ValueError, lambda: na.npu_rotary_mul(xb, a, b))
+    assert_close_to_golden(out, golden_rotary_mul(x, r1, r2, "interleave"), dtype=torch.bfloat16)

@@ -274,7 +274,7 @@ npu_apply_rotary_pos_emb_inplace_op = NpuOp(
     info=OpInfo(api="internal", public=False))
 npu_apply_rotary_pos_emb_inplace_op.forbid_autograd(
     "npu_apply_rotary_pos_emb has no backward on the NPU; use "
-    "cann_ops_transformer.apply_rotary_pos_emb for training")
+    "cann_ops_transformer.apply_rotary_pos_emb for training", public_name=NPU_OP)
 
 
 def _npu_apply_rotary_pos_emb_composite(query, key, cos, sin, layout="BSND",

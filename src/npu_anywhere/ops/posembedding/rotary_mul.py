@@ -90,11 +90,14 @@ def _check_common(op: str, x: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor,
     named = {"input": x, "r1": r1, "r2": r2}
     if grad is not None:
         named = {"grad": grad, **named}
-    if rotate is not None:
-        named["rotate"] = rotate
     for name, t in named.items():
         checks.expect_dtype(t, allowed, op, name)
     checks.expect_same_dtype(named, op)
+    if rotate is not None:
+        # The doc's own examples pass a bfloat16 rotate with float32 input, so rotate may have
+        # any supported float dtype; it is cast to the compute dtype.
+        checks.expect_dtype(rotate, allowed, op, "rotate")
+        named["rotate"] = rotate
     checks.expect_same_device(named, op)
     checks.expect_dim(x, 4, op, "input")
     d = x.shape[-1]
@@ -199,8 +202,9 @@ def npu_rotary_mul(input=None, r1=None, r2=None, rotary_mode="half", rotate=None
         mode documents only 11SD/1S1D/S11D).  Values in [-1, 1].
     rotary_mode : {'half', 'interleave'}
     rotate : Tensor, optional
-        (D, D) matrix; when given ``x_new = input @ rotate`` for either mode.  Not
-        differentiable.
+        (D, D) matrix of any of the float dtypes above (the doc's examples pair a bfloat16
+        rotate with float32 input); when given ``x_new = input @ rotate`` for either mode,
+        computed in float32.  Not differentiable.
 
     Returns
     -------
