@@ -60,6 +60,9 @@ def _rotary_mul_samples() -> None:
                 lambda dtype=dtype, mode=mode: ((_g(2, 3, 4, 8, dtype=dtype),
                                                  _g(1, 3, 1, 8, dtype=dtype),
                                                  _g(1, 3, 1, 8, dtype=dtype), mode), {})))
+    e.samples.append(Sample("mixed_dtypes", lambda: ((_g(2, 3, 4, 8, dtype=torch.bfloat16),
+                                                       _g(1, 3, 1, 8), _g(1, 3, 1, 8,
+                                                       dtype=torch.float16)), {})))
     e.samples.append(Sample("rotate_matrix", lambda: ((_g(2, 3, 4, 8), _g(1, 3, 1, 8),
                                                         _g(1, 3, 1, 8), "half", _g(8, 8)), {})))
     e.samples.append(Sample("grad_fp64", lambda: ((_g(2, 3, 2, 6, dtype=torch.float64),
@@ -72,9 +75,9 @@ def _rotary_mul_samples() -> None:
                     "npu_rotary_mul: expected rotary_mode one of"),
         ErrorSample("odd_d", lambda: ((_g(1, 2, 2, 7), _g(1, 2, 1, 7), _g(1, 2, 1, 7)), {}),
                     ValueError, "npu_rotary_mul: expected input a last dim"),
-        ErrorSample("mixed_dtype", lambda: ((_g(1, 2, 2, 8), _g(1, 2, 1, 8, dtype=torch.float16),
-                                             _g(1, 2, 1, 8)), {}), TypeError,
-                    "npu_rotary_mul: expected r1 the same dtype"),
+        ErrorSample("integer_r1", lambda: ((_g(1, 2, 2, 8), torch.ones(1, 2, 1, 8, dtype=torch.int32),
+                                            _g(1, 2, 1, 8)), {}), TypeError,
+                    "npu_rotary_mul: expected r1 dtype in"),
         ErrorSample("bad_broadcast", lambda: ((_g(1, 2, 2, 8), _g(1, 3, 1, 8), _g(1, 2, 1, 8)),
                                               {}), RuntimeError,
                     "npu_rotary_mul: expected r1 a shape broadcastable"),

@@ -428,12 +428,31 @@ def test_error_3d_r1():
     assert str(info.value).startswith("npu_rotary_mul: expected")
 
 
-@pytest.mark.parametrize("which", ["r1", "r2", "input"])
-def test_error_mixed_dtypes(which):
-    x, r1, r2 = _ok_inputs()
-    args = {"input": x, "r1": r1, "r2": r2}
-    args[which] = args[which].half()
-    _raises(TypeError, lambda: na.npu_rotary_mul(args["input"], args["r1"], args["r2"]))
+@pytest.mark.parametrize("x_dtype,r_dtype", [(torch.bfloat16, torch.float32),
+                                              (torch.float32, torch.float16),
+                                              (torch.float16, torch.bfloat16)])
+@pytest.mark.parametrize("mode", ["half", "interleave"])
+def test_mixed_dtypes_round_r1_r2_to_input_dtype(x_dtype, r_dtype, mode):
+    # op-plugin casts r1/r2 to the input dtype before the kernel (RotaryMulKernelNpuOpApi.cpp).
+    x = make((2, 3, 4, 8), x_dtype, seed=5)
+    r1 = make((1, 3, 1, 8), r_dtype, unit=True, seed=6)
+    r2 = make((1, 3, 1, 8), r_dtype, unit=True, seed=7)
+    out = na.npu_rotary_mul(x, r1, r2, mode)
+    assert out.dtype == x_dtype
+    golden = golden_rotary_mul(x, r1.to(x_dtype), r2.to(x_dtype), mode)
+    assert_close_to_golden(out, golden, dtype=x_dtype)
+
+
+def test_mixed_dtype_backward_matches_rounded_golden():
+    x = make((2, 3, 4, 8), torch.float32, seed=8)
+    r1 = make((1, 3, 1, 8), torch.float16, unit=True, seed=9)
+    r2 = make((1, 3, 1, 8), torch.float16, unit=True, seed=10)
+    g = make((2, 3, 4, 8), torch.bfloat16, seed=11)
+    dx, dr1, dr2 = na.npu_rotary_mul_backward(g, x, r1, r2)
+    want = golden_grads(g.float(), x, r1.float(), r2.float())
+    for got, exp in zip((dx, dr1, dr2), want):
+        assert got.dtype == torch.float32
+        assert_close_to_golden(got, exp, dtype=torch.float32)
 
 
 def test_error_integer_dtype():

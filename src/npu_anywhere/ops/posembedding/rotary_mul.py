@@ -90,14 +90,12 @@ def _check_common(op: str, x: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor,
     named = {"input": x, "r1": r1, "r2": r2}
     if grad is not None:
         named = {"grad": grad, **named}
+    if rotate is not None:
+        named["rotate"] = rotate
+    # Mixed float dtypes are accepted: op-plugin casts r1, r2 (and grad) to the input's dtype
+    # before the kernel, and the doc's own examples pass a bfloat16 rotate with float32 input.
     for name, t in named.items():
         checks.expect_dtype(t, allowed, op, name)
-    checks.expect_same_dtype(named, op)
-    if rotate is not None:
-        # The doc's own examples pass a bfloat16 rotate with float32 input, so rotate may have
-        # any supported float dtype; it is cast to the compute dtype.
-        checks.expect_dtype(rotate, allowed, op, "rotate")
-        named["rotate"] = rotate
     checks.expect_same_device(named, op)
     checks.expect_dim(x, 4, op, "input")
     d = x.shape[-1]
@@ -122,6 +120,8 @@ def check_rotary_mul_backward(grad, self, r1, r2, rotary_mode="half"):
 
 
 def rotary_mul_reference(self, r1, r2, rotary_mode="half", rotate=None):
+    # r1/r2 of another dtype are first rounded to the input's dtype, as op-plugin does.
+    r1, r2 = r1.to(self.dtype), r2.to(self.dtype)
     if rotate is None:
         return rope(self, *prepare(r1, r2, rotary_mode, self.dtype), rotary_mode)
     ct = compute_dtype(self.dtype)
@@ -132,7 +132,9 @@ def rotary_mul_reference(self, r1, r2, rotary_mode="half", rotate=None):
 def rotary_mul_backward_reference(grad, self, r1, r2, rotary_mode="half"):
     """d input = g*r1 + rotate^T(g*r2);  d r1 = sum(g*input);  d r2 = sum(g*rotate(input))."""
     ct = compute_dtype(self.dtype)
-    g, x, cos, sin = grad.to(ct), self.to(ct), r1.to(ct), r2.to(ct)
+    # Other dtypes are rounded to the input's dtype first, as op-plugin does.
+    g, x = grad.to(self.dtype).to(ct), self.to(ct)
+    cos, sin = r1.to(self.dtype).to(ct), r2.to(self.dtype).to(ct)
     dx = g * cos + partner(g * signed(sin, rotary_mode), rotary_mode)
     dr1 = reduce_to(g * x, r1.shape)
     dr2 = reduce_to(g * rotate_pairs(x, rotary_mode), r2.shape)
@@ -197,7 +199,8 @@ def npu_rotary_mul(input=None, r1=None, r2=None, rotary_mode="half", rotate=None
         4-D (BNSD, BSND or SBND), float16, bfloat16 or float32 (float64 also accepted outside
         strict mode).  ``self=`` (op-plugin's name) is accepted as an alias.
     r1, r2 : Tensor
-        cos and sin, 4-D, same dtype, broadcastable to ``input`` (documented patterns: BNSD input
+        cos and sin, 4-D, any of the float dtypes (rounded to input's dtype first, as
+        op-plugin casts them), broadcastable to ``input`` (documented patterns: BNSD input
         with 11SD/B1SD/BNSD, BSND with 1S1D/BS1D/BSND, SBND with S11D/SB1D/SBND; interleave
         mode documents only 11SD/1S1D/S11D).  Values in [-1, 1].
     rotary_mode : {'half', 'interleave'}
@@ -245,7 +248,8 @@ def npu_rotary_mul_backward(grad, input=None, r1=None, r2=None, rotary_mode="hal
         d_r1    = sum over r1's broadcast dims of grad * input
         d_r2    = sum over r2's broadcast dims of grad * rotate(input)
 
-    All three have the input dtype; d_r1/d_r2 have the shapes of r1/r2.
+    All three have the input dtype (grad, r1 and r2 of other dtypes are rounded to it first);
+    d_r1/d_r2 have the shapes of r1/r2.
     """
     if kwargs:
         input = accept_alias(BACKWARD_OP, "input", input, "self", kwargs)
