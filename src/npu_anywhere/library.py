@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import checks
+from . import checks, targets
 from .dispatch import Provider, ProviderList
 
 INTERNAL_NS = "npu_anywhere"
@@ -97,6 +97,11 @@ class NpuOp:
         semantics are given by a CompositeImplicitAutograd ``composite`` instead.
     fake : callable, optional
         Output metadata only; defaults to running ``reference`` on fake tensors.
+    metadata_check : bool
+        True when ``check`` looks only at metadata (shapes, dtypes, devices, the non-tensor
+        arguments, the strict-mode product), never at tensor values.  Eager calls then skip
+        the check for a signature that already passed it: decode loops repeat one signature
+        and the check would otherwise cost as much as the arithmetic.
     composite : callable, optional
         A CompositeImplicitAutograd implementation (used for ops that only wrap others, such
         as a public in-place op returning its mutated inputs).
@@ -106,6 +111,7 @@ class NpuOp:
                  reference: Callable[..., Any] | None = None,
                  fake: Callable[..., Any] | None = None,
                  composite: Callable[..., Any] | None = None,
+                 metadata_check: bool = False,
                  info: OpInfo):
         self.schema = schema
         self.name = schema.split("(", 1)[0].strip()
@@ -114,6 +120,7 @@ class NpuOp:
         self.check = check
         self.info = info
         self.autograd = "none"
+        self._validated: set | None = set() if metadata_check else None
         lib = _library(namespace)
         lib.define(schema)
         self.packet = getattr(getattr(torch.ops, namespace), self.name)
@@ -142,7 +149,15 @@ class NpuOp:
     # -- dispatch ------------------------------------------------------------------------
 
     def _kernel(self, *args: Any, **kwargs: Any) -> Any:
-        self.check(*args, **kwargs)
+        validated = self._validated
+        if validated is None:
+            self.check(*args, **kwargs)
+        else:
+            signature = _signature(args, kwargs)
+            if signature not in validated:
+                self.check(*args, **kwargs)
+                if len(validated) < _MAX_SIGNATURES:
+                    validated.add(signature)
         return self.providers.select(*args, **kwargs).fn(*args, **kwargs)
 
     def add_provider(self, name: str, fn: Callable[..., Any],
@@ -215,6 +230,25 @@ class NpuOp:
 
     def __repr__(self) -> str:
         return f"NpuOp({self.qualname})"
+
+
+_MAX_SIGNATURES = 4096
+
+
+def _describe(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return (value.shape, value.dtype, value.device)
+    if isinstance(value, (list, tuple)):
+        return tuple(_describe(v) for v in value)
+    return value
+
+
+def _signature(args: tuple, kwargs: dict) -> tuple:
+    """What a metadata-only check depends on (the strict product included)."""
+    described = tuple(_describe(a) for a in args)
+    if kwargs:
+        described += tuple((k, _describe(v)) for k, v in sorted(kwargs.items()))
+    return (targets.current(), described)
 
 
 def _needs_grad(args: tuple, kwargs: dict) -> bool:

@@ -1,35 +1,63 @@
 """The ``compiled`` provider: an op's reference, compiled by ``torch.compile`` (Inductor).
 
 Why this path (see docs/architecture.md, "Speed"): the reference is written as a few whole-tensor
-PyTorch ops, each of which reads and writes the full tensor and allocates a temporary.  On large
-tensors that traffic, not arithmetic, is the cost.  Inductor fuses the reference into one loop
-(C++/OpenMP on CPU, Triton on CUDA) that reads each input once and writes the output once -- the
-bandwidth floor -- while the reference stays the single source of the semantics.  A hand-written
-C++ extension would need a compiler at install time and a second copy of every formula.
+PyTorch ops, each of which reads and writes the full tensor, allocates a temporary and pays a
+fixed per-op cost.  Inductor fuses the reference into one loop (C++/OpenMP on CPU, Triton on CUDA)
+that reads each input once and writes each output once, while the reference stays the single
+source of the semantics (and the oracle the provider is tested against).
 
-Costs and how they are contained:
+Tiering.  Compiling takes seconds, which a script that calls an op once (a unit test, a golden
+check) should never pay.  So a specialization -- (op, mode, dtype, device...) as the op's ``key``
+function defines it -- runs the eager reference until it has been called ``compile_after`` times
+(default 8, ``NPU_ANYWHERE_COMPILE_AFTER``; ``never`` disables the provider), and is compiled on
+the next call.  A decode loop or a training step compiles within its first iterations.
 
-* Compilation takes seconds, once per specialization (op, mode, dtype, device), and is cached on
-  disk by Inductor across processes.  Each specialization gets its own code object so the
-  specializations do not compete for dynamo's per-function recompile limit.
-* A compiled call costs more fixed overhead than a few eager ops, so the provider declines
-  inputs smaller than ``min_numel`` (decode-sized calls run the reference).
+Other costs, contained:
+
+* Each specialization gets its own code object, so they do not compete for dynamo's
+  per-function recompile limit.  Shapes start static and turn dynamic on the first shape change
+  (torch.compile's automatic dynamic shapes); Inductor caches compiled code on disk.
 * If compilation fails (no C++ compiler, unsupported platform), the provider logs why once,
   disables itself and the call runs the reference.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import types
-from typing import Any, Callable, Hashable, Optional
+from typing import Any, Callable, Hashable, Iterator, Optional
 
 import torch
 
 log = logging.getLogger("npu_anywhere.kernels.compiled")
 
-DEFAULT_MIN_NUMEL = int(os.environ.get("NPU_ANYWHERE_COMPILED_MIN_NUMEL", 1 << 18))
+
+def _compile_after_from_env() -> Optional[int]:
+    value = os.environ.get("NPU_ANYWHERE_COMPILE_AFTER", "8").strip().lower()
+    if value in ("never", "off", "none"):
+        return None
+    return int(value)
+
+
+_compile_after: Optional[int] = _compile_after_from_env()
+
+
+def compile_after() -> Optional[int]:
+    """Calls of a specialization before it is compiled (None: never compile)."""
+    return _compile_after
+
+
+@contextlib.contextmanager
+def compiling_after(calls: Optional[int]) -> Iterator[None]:
+    """Temporarily change the tiering threshold (``0``: compile on first call)."""
+    global _compile_after
+    previous, _compile_after = _compile_after, calls
+    try:
+        yield
+    finally:
+        _compile_after = previous
 
 
 def _fresh_code(fn: Callable[..., Any], tag: str) -> Callable[..., Any]:
@@ -46,22 +74,28 @@ class CompiledProvider:
 
     name = "compiled"
 
-    def __init__(self, fn: Callable[..., Any], key: Callable[..., Hashable],
-                 size: Callable[..., int], min_numel: int = DEFAULT_MIN_NUMEL):
+    def __init__(self, fn: Callable[..., Any], key: Callable[..., Hashable]):
         self._fn = fn
         self._key = key
-        self._size = size
-        self.min_numel = min_numel
         self._compiled: dict[Hashable, Callable[..., Any]] = {}
+        self._calls: dict[Hashable, int] = {}
         self._disabled: Optional[str] = None
 
     def supports(self, *args: Any, **kwargs: Any) -> Optional[str]:
         if self._disabled is not None:
             return self._disabled
+        threshold = _compile_after
+        if threshold is None:
+            return "disabled (NPU_ANYWHERE_COMPILE_AFTER=never)"
         if torch.compiler.is_compiling():
             return "called while torch.compile is tracing"
-        if self._size(*args, **kwargs) < self.min_numel:
-            return f"fewer than {self.min_numel} elements: eager reference is faster"
+        key = self._key(*args, **kwargs)
+        if key in self._compiled:
+            return None
+        calls = self._calls.get(key, 0) + 1
+        self._calls[key] = calls
+        if calls <= threshold:
+            return "specialization not hot yet (compiles after NPU_ANYWHERE_COMPILE_AFTER calls)"
         return None
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
@@ -70,7 +104,7 @@ class CompiledProvider:
         if compiled is None:
             tag = "_".join(str(k).replace("torch.", "") for k in
                            (key if isinstance(key, tuple) else (key,)))
-            compiled = torch.compile(_fresh_code(self._fn, tag), dynamic=True, fullgraph=True)
+            compiled = torch.compile(_fresh_code(self._fn, tag), fullgraph=True)
             self._compiled[key] = compiled
         try:
             return compiled(*args, **kwargs)
@@ -80,9 +114,9 @@ class CompiledProvider:
             return self._fn(*args, **kwargs)
 
 
-def register(op, fn: Callable[..., Any] | None = None, *, key: Callable[..., Hashable],
-             size: Callable[..., int], min_numel: int = DEFAULT_MIN_NUMEL) -> CompiledProvider:
+def register(op, fn: Callable[..., Any] | None = None, *,
+             key: Callable[..., Hashable]) -> CompiledProvider:
     """Add a ``compiled`` provider to ``op`` compiling ``fn`` (default: the op's reference)."""
-    provider = CompiledProvider(fn or op.providers.reference.fn, key, size, min_numel)
+    provider = CompiledProvider(fn or op.providers.reference.fn, key)
     op.add_provider(CompiledProvider.name, provider.run, provider.supports)
     return provider

@@ -222,42 +222,65 @@ def _assert_provider_parity(fast, ref, dtype):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode,dtype", [("half", torch.float32),
-                                        ("interleave", torch.bfloat16)], ids=str)
-def test_compiled_provider_rotary_mul(mode, dtype):
-    n = compiled_kernels.DEFAULT_MIN_NUMEL
-    x = rand((2, 64, 32, 64), dtype, seed=30)
-    assert x.numel() >= n
-    r1, r2 = rand((1, 64, 1, 64), dtype, 31, True), rand((1, 64, 1, 64), dtype, 32, True)
+@pytest.mark.parametrize("mode,dtype,with_rotate", [("half", torch.float32, False),
+                                                    ("interleave", torch.bfloat16, False),
+                                                    ("half", torch.float16, True)], ids=str)
+def test_compiled_provider_rotary_mul(mode, dtype, with_rotate):
+    x = rand((2, 5, 3, 16), dtype, seed=30)
+    r1, r2 = rand((1, 5, 1, 16), dtype, 31, True), rand((1, 5, 1, 16), dtype, 32, True)
+    rotate = rand((16, 16), dtype, seed=33) if with_rotate else None
     provider = _compiled_provider("npu_rotary_mul")
     with na.use_providers("reference"):
-        ref = na.npu_rotary_mul(x, r1, r2, mode)
-    with na.use_providers("compiled"):
-        fast = na.npu_rotary_mul(x, r1, r2, mode)
+        ref = na.npu_rotary_mul(x, r1, r2, mode, rotate)
+    with compiled_kernels.compiling_after(0), na.use_providers("compiled"):
+        fast = na.npu_rotary_mul(x, r1, r2, mode, rotate)
     assert provider._disabled is None, provider._disabled
-    assert (mode, dtype, "cpu", True) in provider._compiled
+    assert (mode, dtype, dtype, "cpu", not with_rotate) in provider._compiled
     _assert_provider_parity(fast, ref, dtype)
-    assert_close_to_golden(fast, rotary_mul_golden(x, r1, r2, mode), dtype=dtype)
+    if not with_rotate:
+        assert_close_to_golden(fast, rotary_mul_golden(x, r1, r2, mode), dtype=dtype)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("op,mode,dtype", [
-    ("apply_rotary_pos_emb", "quarter", torch.float32),
-    ("npu_apply_rotary_pos_emb", "half", torch.float16),
+def test_compiled_provider_rotary_mul_backward():
+    g, x = rand((2, 5, 3, 16), seed=34), rand((2, 5, 3, 16), seed=35)
+    r1, r2 = rand((1, 5, 1, 16), seed=36, unit=True), rand((1, 5, 1, 16), seed=37, unit=True)
+    with na.use_providers("reference"):
+        ref = na.npu_rotary_mul_backward(g, x, r1, r2)
+    with compiled_kernels.compiling_after(0), na.use_providers("compiled"):
+        fast = na.npu_rotary_mul_backward(g, x, r1, r2)
+    assert _compiled_provider("npu_rotary_mul_backward")._disabled is None
+    for f, r in zip(fast, ref):
+        _assert_provider_parity(f, r, torch.float32)
+
+
+_PAIR_SHAPES = {  # layout: (query, key, cos)
+    "BSND": ((2, 5, 4, 16), (2, 5, 2, 16), (1, 5, 1, 16)),
+    "TND": ((7, 4, 16), (7, 2, 16), (7, 1, 16)),
+    "BNSD": ((2, 4, 5, 16), (2, 2, 5, 16), (2, 1, 5, 16)),
+    "SBND": ((5, 2, 4, 16), (5, 2, 2, 16), (5, 2, 1, 16)),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op,layout,mode,dtype", [
+    ("apply_rotary_pos_emb", "BSND", "quarter", torch.float32),
+    ("apply_rotary_pos_emb", "TND", "interleave", torch.bfloat16),
+    ("apply_rotary_pos_emb", "BNSD", "half", torch.float16),
+    ("npu_apply_rotary_pos_emb", "SBND", "half", torch.float16),
 ], ids=str)
-def test_compiled_provider_rope_pair(op, mode, dtype):
-    q, k, c, s = rope_inputs((2, 64, 32, 64), (2, 64, 32, 64), (2, 64, 1, 64), dtype, seed=40)
-    assert q.numel() >= compiled_kernels.DEFAULT_MIN_NUMEL
+def test_compiled_provider_rope_pair(op, layout, mode, dtype):
+    q, k, c, s = rope_inputs(*_PAIR_SHAPES[layout], dtype, seed=40)
     internal = "_npu_apply_rotary_pos_emb_inplace" if op.startswith("npu_") else op
     provider = _compiled_provider(internal)
     fn = getattr(na, op)
     with na.use_providers("reference"):
-        rq, rk = fn(q.clone(), k.clone(), c, s, "BSND", mode)
+        rq, rk = fn(q.clone(), k.clone(), c, s, layout, mode)
     qi, ki = q.clone(), k.clone()
-    with na.use_providers("compiled"):
-        fq, fk = fn(qi, ki, c, s, "BSND", mode)
+    with compiled_kernels.compiling_after(0), na.use_providers("compiled"):
+        fq, fk = fn(qi, ki, c, s, layout, mode)
     assert provider._disabled is None, provider._disabled
-    assert (mode, dtype, "cpu") in provider._compiled
+    assert (layout, mode, dtype, "cpu") in provider._compiled
     if op.startswith("npu_"):
         assert fq is qi and fk is ki
     _assert_provider_parity(fq, rq, dtype)
@@ -267,16 +290,48 @@ def test_compiled_provider_rope_pair(op, mode, dtype):
     assert_close_to_golden(fk, gk, dtype=dtype)
 
 
-def test_compiled_provider_declines_small_inputs():
-    x = rand((2, 3, 4, 8), seed=50)
-    r1, r2 = rand((1, 3, 1, 8), seed=51, unit=True), rand((1, 3, 1, 8), seed=52, unit=True)
+@pytest.mark.slow
+def test_compiled_provider_rope_grad():
+    q, k, c, s = rope_inputs(*_PAIR_SHAPES["BSND"], torch.float32, seed=45)
+    gq, gk = rand(q.shape, seed=46), rand(k.shape, seed=47)
+    with na.use_providers("reference"):
+        ref = na.apply_rotary_pos_emb_grad(gq, gk, c, s, query=q, key=k)
+    with compiled_kernels.compiling_after(0), na.use_providers("compiled"):
+        fast = na.apply_rotary_pos_emb_grad(gq, gk, c, s, query=q, key=k)
+    for f, r in zip(fast, ref):
+        _assert_provider_parity(f, r, torch.float32)
+
+
+def test_compiled_provider_tiering():
+    """A specialization runs the reference until it is hot, and is compiled only then."""
+    x = rand((2, 3, 4, 8), torch.float64, seed=50)
+    r1, r2 = rand((1, 3, 1, 8), torch.float64, 51, True), rand((1, 3, 1, 8), torch.float64, 52,
+                                                               True)
     provider = _compiled_provider("npu_rotary_mul")
-    assert provider.supports(x, r1, r2) is not None
-    before = dict(provider._compiled)
-    with na.use_providers("compiled"):
-        out = na.npu_rotary_mul(x, r1, r2, "half")
-    assert provider._compiled == before
-    assert_close_to_golden(out, rotary_mul_golden(x, r1, r2, "half"))
+    key = ("interleave", torch.float64, torch.float64, "cpu", True)
+    provider._calls.pop(key, None)
+    with compiled_kernels.compiling_after(None):
+        assert provider.supports(x, r1, r2, "interleave") is not None    # never
+    with compiled_kernels.compiling_after(3):
+        for _ in range(3):
+            assert provider.supports(x, r1, r2, "interleave") is not None
+        assert provider.supports(x, r1, r2, "interleave") is None         # fourth call: hot
+    assert key not in provider._compiled                                  # nothing compiled yet
+
+
+def test_compiled_provider_is_skipped_while_tracing():
+    x = rand((2, 3, 4, 8), seed=53)
+    r1, r2 = rand((1, 3, 1, 8), seed=54, unit=True), rand((1, 3, 1, 8), seed=55, unit=True)
+    provider = _compiled_provider("npu_rotary_mul")
+    seen = []
+
+    def traced(a, b, c):
+        seen.append(provider.supports(a, b, c))
+        return a
+
+    with compiled_kernels.compiling_after(0):
+        torch.compile(traced, backend="eager")(x, r1, r2)
+    assert seen and "tracing" in seen[0]
 
 
 # ============================================================================================
@@ -327,7 +382,7 @@ def _bad_cases():
         "rotary_mul-quarter": (lambda x, r: na.npu_rotary_mul(x, r, r, "quarter"), (x, r)),
         "rotary_mul-odd-d": (lambda x, r: na.npu_rotary_mul(x, r, r), (x[..., :7], r[..., :7])),
         "rotary_mul-3d": (lambda x, r: na.npu_rotary_mul(x, r, r), (x[0], r[0])),
-        "rotary_mul-dtype": (lambda x, r: na.npu_rotary_mul(x, r, r), (x, r.half())),
+        "rotary_mul-dtype": (lambda x, r: na.npu_rotary_mul(x, r, r), (x, r.int())),
         "rotary_mul-bcast": (lambda x, r: na.npu_rotary_mul(x, r, r), (x, r[:, :2])),
         "rotary_mul-rotate": (lambda x, r: na.npu_rotary_mul(x, r, r, "half", x[0, 0]), (x, r)),
         "rotary_mul_backward-shape": (lambda x, r: na.npu_rotary_mul_backward(x[:1], x, r, r),

@@ -142,7 +142,7 @@ def rope_pair_reference(query, key, cos, sin, layout="BSND", rotary_mode="half")
 
 apply_rotary_pos_emb_op = NpuOp(CANN_SCHEMA, namespace=CANN_NS,
                                 check=check_apply_rotary_pos_emb,
-                                reference=rope_pair_reference,
+                                reference=rope_pair_reference, metadata_check=True,
                                 info=OpInfo(api="cann_ops_transformer"))
 
 
@@ -201,6 +201,7 @@ def apply_rotary_pos_emb_grad_reference(grad_query_embed, grad_key_embed, cos, s
 apply_rotary_pos_emb_grad_op = NpuOp(GRAD_SCHEMA, namespace=CANN_NS,
                                      check=check_apply_rotary_pos_emb_grad,
                                      reference=apply_rotary_pos_emb_grad_reference,
+                                     metadata_check=True,
                                      info=OpInfo(api="cann_ops_transformer",
                                                  backward_of=CANN_OP))
 
@@ -271,6 +272,7 @@ def _inplace_fake(query, key, cos, sin, layout="BSND", rotary_mode="half"):
 npu_apply_rotary_pos_emb_inplace_op = NpuOp(
     INPLACE_SCHEMA, namespace=INTERNAL_NS, check=check_npu_apply_rotary_pos_emb,
     reference=npu_apply_rotary_pos_emb_inplace_reference, fake=_inplace_fake,
+    metadata_check=True,
     info=OpInfo(api="internal", public=False))
 npu_apply_rotary_pos_emb_inplace_op.forbid_autograd(
     "npu_apply_rotary_pos_emb has no backward on the NPU; use "
@@ -390,16 +392,11 @@ def npu_apply_rotary_pos_emb(query, key, cos, sin, layout="BSND", rotary_mode="h
 # -- fast providers --------------------------------------------------------------------------
 
 def _pair_key(query, key, cos, sin, layout="BSND", rotary_mode="half"):
-    return (rotary_mode, query.dtype, query.device.type)
+    return (layout, rotary_mode, query.dtype, query.device.type)
 
 
-def _pair_size(query, key, *args, **kwargs):
-    return query.numel() + key.numel()
-
-
-compiled.register(apply_rotary_pos_emb_op, key=_pair_key, size=_pair_size)
-compiled.register(npu_apply_rotary_pos_emb_inplace_op, key=_pair_key, size=_pair_size)
+compiled.register(apply_rotary_pos_emb_op, key=_pair_key)
+compiled.register(npu_apply_rotary_pos_emb_inplace_op, key=_pair_key)
 compiled.register(
     apply_rotary_pos_emb_grad_op,
-    key=lambda g, *args, query=None, **kwargs: (g.dtype, g.device.type, query is None),
-    size=lambda g, gk, *args, **kwargs: g.numel() + gk.numel())
+    key=lambda g, *args, query=None, **kwargs: (g.dtype, g.device.type, query is None))

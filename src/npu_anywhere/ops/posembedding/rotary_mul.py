@@ -152,10 +152,11 @@ def _rotate_matrix_backward(grad, x, r1, r2, rotate):
 
 
 rotary_mul_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_rotary_mul,
-                      reference=rotary_mul_reference, info=OpInfo(api="torch_npu"))
+                      reference=rotary_mul_reference, metadata_check=True,
+                      info=OpInfo(api="torch_npu"))
 rotary_mul_backward_op = NpuOp(BACKWARD_SCHEMA, namespace=TORCH_NPU_NS,
                                check=check_rotary_mul_backward,
-                               reference=rotary_mul_backward_reference,
+                               reference=rotary_mul_backward_reference, metadata_check=True,
                                info=OpInfo(api="torch_npu", backward_of=OP))
 
 
@@ -262,9 +263,7 @@ def npu_rotary_mul_backward(grad, input=None, r1=None, r2=None, rotary_mode="hal
 compiled.register(
     rotary_mul_op,
     key=lambda self, r1, r2, rotary_mode="half", rotate=None:
-        (rotary_mode, self.dtype, self.device.type, rotate is None),
-    size=lambda self, *args, **kwargs: self.numel())
+        (rotary_mode, self.dtype, r1.dtype, self.device.type, rotate is None))
 compiled.register(
     rotary_mul_backward_op,
-    key=lambda grad, self, r1, r2, rotary_mode="half": (rotary_mode, self.dtype, self.device.type),
-    size=lambda grad, *args, **kwargs: grad.numel())
+    key=lambda grad, self, r1, r2, rotary_mode="half": (rotary_mode, self.dtype, self.device.type))
