@@ -8,9 +8,16 @@ from typing import Optional, Sequence
 
 import torch
 
-from . import posembedding  # noqa: F401  (registers its cases)
+import importlib
+import pkgutil
+
 from .registry import CASES, Case
 from .runner import run
+
+# Every other module of this package registers the cases of one op family.
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name not in ("registry", "runner"):
+        importlib.import_module(f"{__name__}.{_module.name}")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -1,16 +1,26 @@
 """All operator families.  Importing this package registers every op with torch.library.
 
-Also the home of the CANN ops-transformer Python API (``cann_ops_transformer.ops`` mirrors it):
-``npu_anywhere.ops.apply_rotary_pos_emb`` etc.
+Each family package (``ops/<family>/``) lists its Python functions in ``TORCH_NPU_FUNCTIONS``
+(``torch_npu.<name>``) and ``CANN_FUNCTIONS`` (``cann_ops_transformer.ops.<name>``); every
+family package here is imported, so adding one needs no edit in this file.
+
+This package is also the home of the CANN ops-transformer Python API
+(``npu_anywhere.ops.apply_rotary_pos_emb``...), which ``cann_ops_transformer.ops`` mirrors.
 """
 
-from . import posembedding
+import importlib
+import pkgutil
 
-TORCH_NPU_FUNCTIONS = {**posembedding.TORCH_NPU_FUNCTIONS}
+TORCH_NPU_FUNCTIONS: dict = {}
 """torch_npu-level functions by name (``torch_npu.<name>``)."""
 
-CANN_FUNCTIONS = {**posembedding.CANN_FUNCTIONS}
+CANN_FUNCTIONS: dict = {}
 """cann_ops_transformer.ops functions by name."""
+
+for _family in sorted(m.name for m in pkgutil.iter_modules(__path__) if m.ispkg):
+    _module = importlib.import_module(f"{__name__}.{_family}")
+    TORCH_NPU_FUNCTIONS.update(getattr(_module, "TORCH_NPU_FUNCTIONS", {}))
+    CANN_FUNCTIONS.update(getattr(_module, "CANN_FUNCTIONS", {}))
 
 globals().update(CANN_FUNCTIONS)
 __all__ = sorted(CANN_FUNCTIONS)

@@ -400,3 +400,10 @@ compiled.register(npu_apply_rotary_pos_emb_inplace_op, key=_pair_key)
 compiled.register(
     apply_rotary_pos_emb_grad_op,
     key=lambda g, *args, query=None, **kwargs: (g.dtype, g.device.type, query is None))
+
+
+TORCH_NPU_FUNCTIONS = {"npu_apply_rotary_pos_emb": npu_apply_rotary_pos_emb}
+CANN_FUNCTIONS = {
+    "apply_rotary_pos_emb": apply_rotary_pos_emb,
+    "apply_rotary_pos_emb_grad": apply_rotary_pos_emb_grad,
+}

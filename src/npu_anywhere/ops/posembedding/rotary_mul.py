@@ -267,3 +267,9 @@ compiled.register(
 compiled.register(
     rotary_mul_backward_op,
     key=lambda grad, self, r1, r2, rotary_mode="half": (rotary_mode, self.dtype, self.device.type))
+
+
+TORCH_NPU_FUNCTIONS = {
+    "npu_rotary_mul": npu_rotary_mul,
+    "npu_rotary_mul_backward": npu_rotary_mul_backward,
+}

@@ -1,53 +1,10 @@
-"""The op database: sample inputs and error inputs for every registered op.
-
-Generic tests (tests/generic/) iterate over it: opcheck, fake-vs-eager metadata, identical
-errors in eager and under FakeTensor, torch.compile(fullgraph=True).  Each op module's
-entry lives here so that adding an op means adding its samples in one place.
-
-Samples are small and built on demand (``make()`` returns fresh tensors each call, since some
-ops write into their inputs).
-"""
+"""Op database entries of the position-embedding family."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable
-
 import torch
 
-
-@dataclass
-class Sample:
-    name: str
-    make: Callable[[], tuple[tuple, dict]]
-    differentiable: bool = False   # run opcheck's autograd tests / gradcheck on it
-
-
-@dataclass
-class ErrorSample:
-    name: str
-    make: Callable[[], tuple[tuple, dict]]
-    error: type
-    match: str
-
-
-@dataclass
-class OpEntry:
-    op: str                              # qualified "<namespace>::<name>" is looked up at use
-    samples: list[Sample] = field(default_factory=list)
-    errors: list[ErrorSample] = field(default_factory=list)
-
-
-OPDB: dict[str, OpEntry] = {}
-
-
-def _entry(name: str) -> OpEntry:
-    return OPDB.setdefault(name, OpEntry(name))
-
-
-def _g(*shape: int, dtype=torch.float32) -> torch.Tensor:
-    return torch.randn(*shape, dtype=dtype)
-
+from . import ErrorSample, Sample, entry as _entry, randn as _g
 
 # -- posembedding -----------------------------------------------------------------------------
 
