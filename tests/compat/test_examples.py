@@ -14,25 +14,15 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parent / "examples"
 
-CASES = {
-    # seed 000 (cann_ops_transformer.apply_rotary_pos_emb), section 9.1 单算子模式调用
-    "cann_apply_rotary_pos_emb_single_op": "cann_apply_rotary_pos_emb_single_op.py",
-    # seed 000, section 9.2 Ascend 950 训练模式调用（自动微分）
-    "cann_apply_rotary_pos_emb_autograd_950": "cann_apply_rotary_pos_emb_autograd_950.py",
-    # seed 004, torch_npu.npu_rotary_mul 示例1 / 示例2 / 示例3
-    "npu_rotary_mul_example1": "npu_rotary_mul_example1.py",
-    "npu_rotary_mul_example2": "npu_rotary_mul_example2.py",
-    "npu_rotary_mul_example3": "npu_rotary_mul_example3.py",
-    # seed 004, torch_npu.npu_apply_rotary_pos_emb 调用示例
-    "npu_apply_rotary_pos_emb_example": "npu_apply_rotary_pos_emb_example.py",
-}
+# Every script under examples/ (one per doc example; the first lines of each name its source).
+SCRIPTS = sorted(p.relative_to(EXAMPLES).as_posix() for p in EXAMPLES.rglob("*.py"))
 
 
-def test_every_example_is_listed():
-    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(CASES.values())
+def test_examples_exist():
+    assert len(SCRIPTS) >= 6
 
 
-@pytest.mark.parametrize("script", list(CASES.values()), ids=list(CASES))
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s[:-3] for s in SCRIPTS])
 def test_doc_example_runs_and_matches_formula(cli, script):
     path = EXAMPLES / script
     text = path.read_text("utf-8")
