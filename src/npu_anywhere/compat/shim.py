@@ -14,6 +14,7 @@ import types
 from importlib import resources
 from typing import Any, Callable
 
+from .. import dtypes
 from .. import ops as _ops
 
 
@@ -51,6 +52,10 @@ def make_torch_npu(device_module: types.ModuleType) -> types.ModuleType:
     for name, fn in _ops.TORCH_NPU_FUNCTIONS.items():
         setattr(module, name, fn)
     module.npu = device_module
+    # torch_npu's extra dtypes are integer codes, passed where schemas take `int dst_type`
+    # (vllm-ascend's CPU tests hard-code the same values).
+    for code, dtype_name in dtypes.NPU_DTYPE_NAMES.items():
+        setattr(module, dtype_name, code)
     module.__getattr__ = _module_getattr("torch_npu", {"torch_npu", "custom"})
     return module
 
