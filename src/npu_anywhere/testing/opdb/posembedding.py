@@ -129,3 +129,62 @@ def _apply_rotary_pos_emb_samples() -> None:
 
 _rotary_mul_samples()
 _apply_rotary_pos_emb_samples()
+
+
+def _mrope_samples() -> None:
+    e = _entry("npu_mrope")
+    tokens, rot = 5, 64
+
+    def make(dtype=torch.float32, head=64, rot=rot, sections=None, mode="half", cache="default",
+             rows=3):
+        cache_t = _g(11, rot, dtype=dtype)
+        if sections is None:
+            pos = torch.randint(0, 11, (tokens,))
+        else:
+            pos = torch.randint(0, 11, (rows, tokens))
+        kwargs = {"mrope_section": sections, "rotary_mode": mode, "cache_mode": cache}
+        return (pos, _g(tokens, 2 * head, dtype=dtype), _g(tokens, head, dtype=dtype), cache_t,
+                head), kwargs
+
+    e.samples += [
+        Sample("rope_half", lambda: make()),
+        Sample("rope_interleaved_partial", lambda: make(head=96, rot=64, mode="interleaved")),
+        Sample("mrope_default", lambda: make(sections=[8, 12, 12])),
+        Sample("mrope_interleave_cache", lambda: make(sections=[8, 12, 12], cache="interleave")),
+        Sample("mrope_4_sections_bf16", lambda: make(dtype=torch.bfloat16, sections=[8, 8, 8, 8],
+                                                     rows=4)),
+    ]
+    e.errors += [
+        ErrorSample("bad_mode", lambda: make(mode="quarter"), ValueError,
+                    "npu_mrope: expected rotary_mode one of"),
+        ErrorSample("sections_sum", lambda: make(sections=[8, 8, 8]), ValueError,
+                    "npu_mrope: expected mrope_section non-negative sections summing"),
+        ErrorSample("positions_rows", lambda: make(sections=[8, 12, 12], rows=4), ValueError,
+                    "npu_mrope: expected positions shape"),
+        ErrorSample("head_size_multiple", lambda: make(head=40, rot=32), ValueError,
+                    "npu_mrope: expected head_size a positive multiple of 16"),
+        ErrorSample("interleave_cache_in_rope_mode", lambda: make(cache="interleave"), ValueError,
+                    "npu_mrope: expected cache_mode 'default' in RoPE mode"),
+    ]
+
+
+def _interleave_rope_samples() -> None:
+    e = _entry("npu_interleave_rope")
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        e.samples.append(Sample(f"s_full_{dtype}".replace("torch.", ""), lambda dtype=dtype: (
+            (_g(2, 3, 4, 64, dtype=dtype), _g(2, 1, 4, 64, dtype=dtype),
+             _g(2, 1, 4, 64, dtype=dtype)), {})))
+    e.samples.append(Sample("s_one", lambda: ((_g(2, 3, 4, 64, dtype=torch.float16),
+                                               _g(2, 1, 1, 64, dtype=torch.float16),
+                                               _g(2, 1, 1, 64, dtype=torch.float16)), {})))
+    e.errors += [
+        ErrorSample("d_not_64", lambda: ((_g(1, 2, 3, 32), _g(1, 1, 3, 32), _g(1, 1, 3, 32)),
+                                         {}), ValueError,
+                    "npu_interleave_rope: expected x a last dim"),
+        ErrorSample("cos_n", lambda: ((_g(1, 2, 3, 64), _g(1, 2, 3, 64), _g(1, 2, 3, 64)), {}),
+                    RuntimeError, "npu_interleave_rope: expected cos N"),
+    ]
+
+
+_mrope_samples()
+_interleave_rope_samples()
