@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from .. import dispatch
-from ..ops.posembedding import (apply_rotary_pos_emb, npu_apply_rotary_pos_emb,
+from ..ops.posembedding import (apply_rotary_pos_emb, npu_apply_rotary_pos_emb, npu_mrope,
                                 npu_rotary_mul)
 from .registry import Case, register
 
@@ -104,3 +104,62 @@ for _preset in PRESETS:
         register(_pair_case(_preset, _dtype))
         register(_rotary_mul_case(_preset, _dtype))
 
+
+
+# -- npu_mrope (Qwen2-VL-style M-RoPE: 3 sections, 28/4 heads of 128) -----------------------
+
+MROPE_TOKENS = {"decode": 64, "prefill": 8192}
+MROPE_HEADS = (28, 4, 128)          # query heads, key heads, head_size
+MROPE_SECTION = [16, 24, 24]
+
+
+def naive_mrope(positions, query, key, cos_sin_cache, head_size):
+    """The doc formula in eager PyTorch, in the input dtype (what users hand-write)."""
+    cos, sin = cos_sin_cache[positions].chunk(2, dim=-1)
+    cos = torch.cat([m[i] for i, m in enumerate(cos.split(MROPE_SECTION, dim=-1))], dim=-1)
+    sin = torch.cat([m[i] for i, m in enumerate(sin.split(MROPE_SECTION, dim=-1))], dim=-1)
+    cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)
+    outs = []
+    for x in (query, key):
+        heads = x.view(x.shape[0], -1, head_size)
+        x1, x2 = torch.chunk(heads, 2, dim=-1)
+        outs.append(torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), -1).reshape(x.shape))
+    return tuple(outs)
+
+
+_compiled_mrope = torch.compile(naive_mrope, dynamic=False)
+
+
+def _mrope_case(preset: str, dtype: torch.dtype) -> Case:
+    tokens = MROPE_TOKENS[preset]
+    nq, nk, head = MROPE_HEADS
+
+    def make(device):
+        gen = torch.Generator().manual_seed(0)
+        positions = torch.randint(0, 32768, (3, tokens), generator=gen).to(device)
+        query = torch.randn(tokens, nq * head, generator=gen).to(device=device, dtype=dtype)
+        key = torch.randn(tokens, nk * head, generator=gen).to(device=device, dtype=dtype)
+        angles = torch.rand(32768, head // 2, generator=gen, dtype=torch.float64) * 6.3
+        cache = torch.cat((angles.cos(), angles.sin()), -1).to(device=device, dtype=dtype)
+        return positions, query, key, cache, head
+
+    def ours(positions, query, key, cache, head):
+        return npu_mrope(positions, query, key, cache, head, mrope_section=MROPE_SECTION)
+
+    size = torch.finfo(dtype).bits // 8
+    # q and k read and written once, plus one cache row and the positions per token
+    nbytes = size * tokens * (2 * (nq + nk) * head + head) + 8 * 3 * tokens
+    return Case(
+        name=f"npu_mrope {preset} {str(dtype)[6:]}", op="npu_mrope", preset=preset,
+        dtype=dtype, make_inputs=make, bytes_moved=nbytes,
+        contenders={
+            "naive": naive_mrope,
+            "compiled": _compiled_mrope,
+            "reference": _with_reference(ours),
+            "npu_anywhere": ours,
+        })
+
+
+for _preset in MROPE_TOKENS:
+    for _dtype in DTYPES:
+        register(_mrope_case(_preset, _dtype))
