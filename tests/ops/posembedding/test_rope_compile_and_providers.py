@@ -436,3 +436,39 @@ def test_fake_strict_mode_errors_match_eager():
             with pytest.raises(ValueError) as fake:
                 na.npu_apply_rotary_pos_emb(*fake_args)
     assert str(fake.value) == str(eager.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("section,cache_mode,rotary_mode,dtype,head", [
+    ([16, 24, 24], "interleave", "half", torch.bfloat16, 128),
+    (None, "default", "interleaved", torch.float32, 96),
+], ids=str)
+def test_compiled_provider_mrope(section, cache_mode, rotary_mode, dtype, head):
+    gen = torch.Generator().manual_seed(60)
+    rows = 3 if section else None
+    positions = torch.randint(0, 40, (rows, 9) if rows else (9,), generator=gen)
+    query = torch.randn(9, 2 * head, generator=gen).to(dtype)
+    key = torch.randn(9, head, generator=gen).to(dtype)
+    cache = torch.randn(40, 128 if section else 64, generator=gen).to(dtype)
+    kwargs = dict(mrope_section=section, rotary_mode=rotary_mode, cache_mode=cache_mode)
+    with na.use_providers("reference"):
+        ref = na.npu_mrope(positions, query, key, cache, head, **kwargs)
+    with compiled_kernels.compiling_after(0), na.use_providers("compiled"):
+        fast = na.npu_mrope(positions, query, key, cache, head, **kwargs)
+    for f, r in zip(fast, ref):
+        _assert_provider_parity(f, r, dtype)
+    with compiled_kernels.compiling_after(0), na.use_providers("compiled"), \
+            pytest.raises(IndexError, match="npu_mrope: expected positions values"):
+        na.npu_mrope(positions + 40, query, key, cache, head, **kwargs)
+
+
+@pytest.mark.slow
+def test_compiled_provider_interleave_rope():
+    x = rand((2, 3, 5, 64), torch.float16, seed=61)
+    cos, sin = rand((2, 1, 5, 64), torch.float16, 62, True), rand((2, 1, 5, 64), torch.float16,
+                                                                    63, True)
+    with na.use_providers("reference"):
+        ref = na.npu_interleave_rope(x, cos, sin)
+    with compiled_kernels.compiling_after(0), na.use_providers("compiled"):
+        fast = na.npu_interleave_rope(x, cos, sin)
+    _assert_provider_parity(fast, ref, torch.float16)

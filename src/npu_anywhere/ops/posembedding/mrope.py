@@ -91,8 +91,6 @@ def check_mrope(positions, query, key, cos_sin_cache, head_size, *, mrope_sectio
         checks.expect(positions.dim() == 1, op, "positions",
                       "a 1-D tensor (num_tokens) in RoPE mode (mrope_section None or zeros)",
                       lambda: tuple(positions.shape), ValueError)
-        checks.expect(cache_mode == "default", op, "cache_mode", "'default' in RoPE mode",
-                      repr(cache_mode), ValueError)
     checks.expect(positions.shape[-1] == tokens, op, "positions",
                   lambda: f"num_tokens ({tokens}) positions per row", lambda: tuple(positions.shape))
     product = targets.expect_supported(op, _SUPPORTED)
@@ -115,7 +113,7 @@ def _check_positions_in_range(positions, max_seq_len):
 def select_cos_sin(positions, cos_sin_cache, mrope_section, cache_mode):
     """The per-token (cos, sin), each (num_tokens, rotary_dim/2), of RoPE or M-RoPE."""
     rows = cos_sin_cache.index_select(0, positions.reshape(-1).long())
-    cos, sin = rows.reshape(*positions.shape, -1).chunk(2, dim=-1)
+    cos, sin = rows.reshape(*positions.shape, cos_sin_cache.shape[-1]).chunk(2, dim=-1)
     if not _is_mrope(mrope_section):
         return cos, sin
     sections = list(mrope_section)
@@ -137,7 +135,7 @@ def select_cos_sin(positions, cos_sin_cache, mrope_section, cache_mode):
 def _rotate_heads(x, cos, sin, head_size, mode):
     """Apply the rotation to the first rotary_dim features of every head of x (T, H*head)."""
     tokens, rotary_dim = x.shape[0], cos.shape[-1] * 2
-    heads = x.reshape(tokens, -1, head_size)
+    heads = x.reshape(tokens, x.shape[1] // head_size, head_size)
     if mode == "half":
         cos_full, sin_full = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
     else:
@@ -228,7 +226,9 @@ def npu_mrope(positions, query, key, cos_sin_cache, head_size, *, mrope_section=
     rotary_mode : {'half', 'interleave'}
         'interleaved' (vllm-ascend's spelling) is accepted as 'interleave'.
     cache_mode : {'default', 'interleave'}
-        'interleave' only in M-RoPE mode with 3 sections.
+        How the sections' cos/sin are combined in M-RoPE mode; 'interleave' needs 3 sections.
+        Ignored in RoPE mode (the doc lists only 'default' there, but op-plugin's own test
+        passes 'interleave' with 1-D positions and expects the plain RoPE result).
 
     Returns
     -------

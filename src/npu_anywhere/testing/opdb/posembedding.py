@@ -163,8 +163,9 @@ def _mrope_samples() -> None:
                     "npu_mrope: expected positions shape"),
         ErrorSample("head_size_multiple", lambda: make(head=40, rot=32), ValueError,
                     "npu_mrope: expected head_size a positive multiple of 16"),
-        ErrorSample("interleave_cache_in_rope_mode", lambda: make(cache="interleave"), ValueError,
-                    "npu_mrope: expected cache_mode 'default' in RoPE mode"),
+        ErrorSample("interleave_cache_with_4_sections",
+                    lambda: make(sections=[8, 8, 8, 8], rows=4, cache="interleave"), ValueError,
+                    "npu_mrope: expected cache_mode 'default' with a 4-section"),
     ]
 
 
