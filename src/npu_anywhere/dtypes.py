@@ -20,6 +20,7 @@ through the very same op (an NPU would reject float64; strict mode does)."""
 SCALAR_TYPE_CODES: dict[int, torch.dtype] = {
     0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
     5: torch.float16, 6: torch.float32, 7: torch.float64, 11: torch.bool,
+    12: torch.qint8, 13: torch.quint8, 14: torch.qint32,
     15: torch.bfloat16, 16: torch.quint4x2, 23: torch.float8_e5m2, 24: torch.float8_e4m3fn,
 }
 

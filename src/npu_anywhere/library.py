@@ -98,8 +98,8 @@ class NpuOp:
     fake : callable, optional
         Output metadata only; defaults to running ``reference`` on fake tensors.
     metadata_check : bool
-        True when ``check`` looks only at metadata (shapes, dtypes, devices, the non-tensor
-        arguments, the strict-mode product), never at tensor values.  Eager calls then skip
+        True when ``check`` looks only at metadata (shapes, dtypes, devices, contiguity, the
+        non-tensor arguments, the strict-mode product), never at tensor values or strides.  Eager calls then skip
         the check for a signature that already passed it: decode loops repeat one signature
         and the check would otherwise cost as much as the arithmetic.
     composite : callable, optional
@@ -237,7 +237,7 @@ _MAX_SIGNATURES = 4096
 
 def _describe(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
-        return (value.shape, value.dtype, value.device)
+        return (value.shape, value.dtype, value.device, value.is_contiguous())
     if isinstance(value, (list, tuple)):
         return tuple(_describe(v) for v in value)
     return value

@@ -9,7 +9,12 @@ from typing import Optional, Sequence
 import torch
 
 import importlib
+import os
 import pkgutil
+
+# One compile worker: Inductor's worker pool otherwise starts right after the first compile and
+# competes with the timed calls on small machines.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 from .registry import CASES, Case
 from .runner import run

@@ -19,6 +19,8 @@ Other costs, contained:
   (torch.compile's automatic dynamic shapes); Inductor caches compiled code on disk.
 * If compilation fails (no C++ compiler, unsupported platform), the provider logs why once,
   disables itself and the call runs the reference.
+* Intermediate roundings are kept (``emulate_precision_casts``), so compiled results equal the
+  reference's (up to floating-point contraction).
 """
 
 from __future__ import annotations
@@ -32,6 +34,14 @@ from typing import Any, Callable, Hashable, Iterator, Optional
 import torch
 
 log = logging.getLogger("npu_anywhere.kernels.compiled")
+
+
+DEFAULT_OPTIONS = {
+    # Inductor otherwise drops `t.to(low).to(float32)` round trips inside a fused kernel, which
+    # would erase the intermediate roundings some NPU kernels perform (and the references
+    # reproduce): the compiled provider must compute exactly what the reference computes.
+    "emulate_precision_casts": True,
+}
 
 
 def _compile_after_from_env() -> Optional[int]:
@@ -74,9 +84,11 @@ class CompiledProvider:
 
     name = "compiled"
 
-    def __init__(self, fn: Callable[..., Any], key: Callable[..., Hashable]):
+    def __init__(self, fn: Callable[..., Any], key: Callable[..., Hashable],
+                 options: Optional[dict] = None):
         self._fn = fn
         self._key = key
+        self._options = {**DEFAULT_OPTIONS, **(options or {})}
         self._compiled: dict[Hashable, Callable[..., Any]] = {}
         self._calls: dict[Hashable, int] = {}
         self._disabled: Optional[str] = None
@@ -104,7 +116,8 @@ class CompiledProvider:
         if compiled is None:
             tag = "_".join(str(k).replace("torch.", "") for k in
                            (key if isinstance(key, tuple) else (key,)))
-            compiled = torch.compile(_fresh_code(self._fn, tag), fullgraph=True)
+            compiled = torch.compile(_fresh_code(self._fn, tag), fullgraph=True,
+                                     options=self._options)
             self._compiled[key] = compiled
         try:
             return compiled(*args, **kwargs)
@@ -114,9 +127,12 @@ class CompiledProvider:
             return self._fn(*args, **kwargs)
 
 
-def register(op, fn: Callable[..., Any] | None = None, *,
-             key: Callable[..., Hashable]) -> CompiledProvider:
-    """Add a ``compiled`` provider to ``op`` compiling ``fn`` (default: the op's reference)."""
-    provider = CompiledProvider(fn or op.providers.reference.fn, key)
+def register(op, fn: Callable[..., Any] | None = None, *, key: Callable[..., Hashable],
+             options: Optional[dict] = None) -> CompiledProvider:
+    """Add a ``compiled`` provider to ``op`` compiling ``fn`` (default: the op's reference).
+
+    ``options`` are Inductor options, added to :data:`DEFAULT_OPTIONS`.
+    """
+    provider = CompiledProvider(fn or op.providers.reference.fn, key, options)
     op.add_provider(CompiledProvider.name, provider.run, provider.supports)
     return provider

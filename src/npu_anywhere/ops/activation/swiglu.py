@@ -156,9 +156,13 @@ def npu_swiglu_backward(grad_output, self=None, dim=-1, **kwargs):
 
 # -- fast providers --------------------------------------------------------------------------
 
-compiled.register(swiglu_op, key=lambda self, dim=-1: (dim, self.dtype, self.device.type))
-compiled.register(swiglu_backward_op,
-                  key=lambda grad_output, self, dim=-1: (dim, self.dtype, self.device.type))
+# The size of the cut axis is part of the key: it is fixed per model, so each specialization
+# keeps it static (the halves' offsets are constants in the fused loop) while the token count
+# turns dynamic on its first change.
+compiled.register(swiglu_op, key=lambda self, dim=-1:
+                  (dim, self.shape[dim], self.dtype, self.device.type))
+compiled.register(swiglu_backward_op, key=lambda grad_output, self, dim=-1:
+                  (dim, self.shape[dim], self.dtype, self.device.type))
 
 
 TORCH_NPU_FUNCTIONS = {

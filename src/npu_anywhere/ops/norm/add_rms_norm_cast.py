@@ -1,0 +1,122 @@
+"""torch_npu.npu_add_rms_norm_cast: npu_add_rms_norm plus a float32 copy of y.
+
+Formula (aclnnAddRmsNormCast, hicann/ops-nn ``norm/add_rms_norm_cast``)::
+
+    x    = x1 + x2
+    rstd = 1 / sqrt(mean(x^2 over the trailing gamma.dim() dims) + epsilon)
+    y2   = x * rstd * gamma          (x1's dtype)
+    y1   = float(y2)                 (float32)
+
+Outputs, in order: ``(y1 float32, y2, rstd float32, x)`` (op-plugin yaml ``gen_opapi`` and
+meta registration).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...library import TORCH_NPU_NS, NpuOp, OpInfo
+from ...targets import Product
+from . import rms_core
+from .add_rms_norm import check_add_pair
+from .rms_core import add_rms_norm_fp32, rounds_intermediates
+
+OP = "npu_add_rms_norm_cast"
+SCHEMA = ("npu_add_rms_norm_cast(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) "
+               "-> (Tensor, Tensor, Tensor, Tensor)")
+
+_SUPPORTED = frozenset({Product.A2, Product.A3, Product.ASCEND_950})
+_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def check_add_rms_norm_cast(x1, x2, gamma, epsilon=1e-06):
+    check_add_pair(OP, x1, x2, gamma, dtypes=_DTYPES, supported=_SUPPORTED)
+
+
+def _add_rms_norm_cast_body(x1, x2, gamma, epsilon, rounds):
+    y, rstd, x = add_rms_norm_fp32(x1, x2, gamma, epsilon, round_sum=rounds,
+                                   round_normalized=rounds)
+    y2 = y.to(x1.dtype)
+    # A2/A3 kernels cast the rounded y2 back (y1 == float(y2)); the 950 kernel writes the
+    # float32 value it rounded y2 from.
+    y1 = y2.to(torch.float32) if rounds else y
+    return y1, y2, rstd, x
+
+
+def add_rms_norm_cast_reference(x1, x2, gamma, epsilon=1e-06):
+    return _add_rms_norm_cast_body(x1, x2, gamma, epsilon, rounds_intermediates())
+
+
+add_rms_norm_cast_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_add_rms_norm_cast,
+                             reference=add_rms_norm_cast_reference, metadata_check=True,
+                             info=OpInfo(api="torch_npu"))
+add_rms_norm_cast_op.forbid_autograd("npu_add_rms_norm_cast has no backward in op-plugin's "
+                                     "derivatives.yaml")
+
+
+def npu_add_rms_norm_cast(x1, x2, gamma, epsilon=1e-06):
+    """Residual add + RMSNorm + cast: returns ``(y1, y2, rstd, x)``.
+
+    Formula (aclnnAddRmsNormCast)::
+
+        x    = x1 + x2
+        rstd = 1 / sqrt(mean(x^2 over the trailing gamma.dim() dims) + epsilon)
+        y2   = x * rstd * gamma
+        y1   = float(y2)
+
+    Parameters
+    ----------
+    x1, x2 : Tensor
+        Same shape (1-D to 8-D), float16 or bfloat16.
+    gamma : Tensor
+        ``gamma.shape == x1.shape[n:]`` (``n < x1.dim()``), same dtype as x1.
+    epsilon : float
+        Default 1e-6.
+
+    Returns
+    -------
+    y1 : Tensor
+        float32, x1's shape: the normalized output cast to float32.
+    y2 : Tensor
+        x1's dtype and shape: the normalized output.
+    rstd : Tensor
+        float32, shape ``x1.shape[:-k] + (1,) * k``.
+    x : Tensor
+        ``x1 + x2`` in x1's dtype.
+
+    Constraints
+    -----------
+    Products: A2, A3 (seed 004) and 950 (aclnn doc).  float32 input is not supported (the doc
+    lists float16/bfloat16 only).  Strict mode rejects empty tensors (seed: "不支持空tensor").
+
+    Notes
+    -----
+    Precision as :func:`npu_add_rms_norm` (the A2/A3 kernel ``add_rms_norm_cast_multi_n.h``
+    adds in the input dtype, rounds ``x * rstd`` before the gamma multiply and casts the
+    rounded y2 back to float32, so ``y1 == y2.float()`` exactly).  Under ``strict("950")`` y1
+    is the float32 value y2 was rounded from (ops-nn ``norm/add_rms_norm/tests/assets/
+    golden.py``, ``add_rms_golden_v2`` with ``post_action='cast'``).  No autograd.
+
+    Examples
+    --------
+    >>> x1 = torch.randn(20, 10, 64, dtype=torch.float16)
+    >>> x2 = torch.randn(20, 10, 64, dtype=torch.float16)
+    >>> g = torch.randn(64, dtype=torch.float16)
+    >>> y1, y2, rstd, x = npu_anywhere.npu_add_rms_norm_cast(x1, x2, g)
+    >>> y1.dtype, y2.dtype, rstd.shape
+    (torch.float32, torch.float16, torch.Size([20, 10, 1]))
+    """
+    return add_rms_norm_cast_op.overload(x1, x2, gamma, epsilon)
+
+
+def _bind(x1, x2, gamma, epsilon=1e-06):
+    return x1, x2, gamma, epsilon
+
+
+rms_core.register_compiled(
+    add_rms_norm_cast_op, _add_rms_norm_cast_body,
+    key=lambda x1, x2, gamma, epsilon: (x1.dtype, gamma.dim(), x1.device.type),
+    numerics=lambda *a, **k: rounds_intermediates(), bind=_bind)
+
+
+TORCH_NPU_FUNCTIONS = {"npu_add_rms_norm_cast": npu_add_rms_norm_cast}
