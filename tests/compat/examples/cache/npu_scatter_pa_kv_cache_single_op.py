@@ -3,17 +3,6 @@
 # in value_cache's shape is restored to "block_size" (op-plugin's copy of the page has it
 # right).  The 入图方式 example needs torchair, which is not emulated.
 
-# --- added by npu_anywhere tests: torch_npu.npu_format_cast is not emulated yet ---
-# Casting a cache already shaped [num_blocks, H // 16, block_size, 16] to FRACTAL_NZ (29) keeps
-# its logical contents (16 float16 values = one 32-byte fractal row), so while npu_format_cast
-# is missing the identity stands in for it.
-import torch
-import torch_npu
-try:
-    torch_npu.npu_format_cast(torch.zeros(1, 1, 16, 16, dtype=torch.float16), 29)
-except NotImplementedError:
-    torch_npu.npu_format_cast = lambda tensor, acl_format, *args, **kwargs: tensor
-# --- end of the addition ---
 
 # 单算子调用方式
 import numpy as np
