@@ -33,6 +33,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
     parser.add_argument("--min-time", type=float, default=0.3,
                         help="seconds of timing per contender (default 0.3)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for torch (default: torch's choice); 1 gives steadier "
+                             "numbers on a loaded machine")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     args = parser.parse_args(argv)
@@ -41,6 +44,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for case in cases:
             print(case.name)
         return 0
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     print(f"device {device}, torch {torch.__version__}, {torch.get_num_threads()} threads")
     rows = run(cases, device, min_time=args.min_time)

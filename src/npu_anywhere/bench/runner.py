@@ -58,6 +58,8 @@ def _max_rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def _flatten(out) -> list[torch.Tensor]:
+    if out is None:          # an in-place contender that returns nothing
+        return []
     if isinstance(out, torch.Tensor):
         return [out]
     return [t for t in out if isinstance(t, torch.Tensor)]
