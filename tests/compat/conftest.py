@@ -104,6 +104,10 @@ class Cli:
     def describe(proc: subprocess.CompletedProcess) -> str:
         return describe(proc)
 
+    @staticmethod
+    def env(**overrides: str) -> dict[str, str]:
+        return cli_env(**overrides)
+
 
 @pytest.fixture(scope="session")
 def cli() -> Cli:

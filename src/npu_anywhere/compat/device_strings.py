@@ -1,5 +1,5 @@
-"""Make ``device="npu"``, ``torch.device("npu:0")``, ``.to("npu")`` and ``.npu()`` mean the
-local device (see :mod:`npu_anywhere.compat.device`).
+"""Make ``device="npu"``, ``torch.device("npu:0")``, ``.to("npu")``, ``Tensor.npu()`` and
+``Module.npu()`` mean the local device (see :mod:`npu_anywhere.compat.device`).
 
 torch only parses the device type "npu" once the PrivateUse1 backend carries that name, so
 installing renames it (irreversibly, for this process -- which is why this happens only on
@@ -52,6 +52,13 @@ def tensor_npu(self: torch.Tensor, device: Any = None, non_blocking: bool = Fals
     return self.to(target, non_blocking=non_blocking)
 
 
+def module_npu(self: torch.nn.Module, device: Any = None) -> torch.nn.Module:
+    """``Module.npu()``: move parameters and buffers to the local device."""
+    index = device if isinstance(device, int) else None
+    target = _map(device) if _is_npu(device) else local_device(index)
+    return self.to(target)
+
+
 _mode: NpuDeviceMode | None = None
 
 
@@ -64,6 +71,7 @@ def enable() -> None:
                            "name 'npu', but got "
                            f"{torch._C._get_privateuse1_backend_name()!r}")
     torch.Tensor.npu = tensor_npu
+    torch.nn.Module.npu = module_npu
     if _mode is None:
         _mode = NpuDeviceMode()
         _mode.__enter__()
@@ -76,3 +84,5 @@ def disable() -> None:
         _mode = None
     if getattr(torch.Tensor, "npu", None) is tensor_npu:
         del torch.Tensor.npu
+    if getattr(torch.nn.Module, "npu", None) is module_npu:
+        del torch.nn.Module.npu

@@ -1,0 +1,368 @@
+"""torch_npu.npu_dequant_swiglu_quant: dequantize, SwiGLU (or its clamped variant), quantize.
+
+Formula (seed 004; op-plugin
+``docs/zh/custom_APIs/torch_npu/torch_npu-npu_dequant_swiglu_quant.md``; hicann/ops-nn
+``quant/dequant_swiglu_quant/docs/aclnnDequantSwigluQuantV2.md``)::
+
+    d   = (x + bias_int32) * weight_scale[g] * activation_scale[r] (+ bias_float)
+    act = swiglu(d)                          (swiglu_mode 0 / 1 / 2)
+    static:  y = cast(act / quant_scale[g] + quant_offset[g]),  scale = 0
+    dynamic: t = act * quant_scale[g];  scale = max|t| / DTYPE_MAX
+             y = cast(t * (DTYPE_MAX / max|t|))
+
+Precision order and rounding: see :func:`npu_dequant_swiglu_quant`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ... import checks, targets
+from ...library import TORCH_NPU_NS, NpuOp, OpInfo
+from ...targets import Product
+from ..activation.glu_core import clipped_glu_fp32, glu_halves, swiglu_fp32
+from ..quant import core
+
+OP = "npu_dequant_swiglu_quant"
+SCHEMA = ("npu_dequant_swiglu_quant(Tensor x, *, Tensor? weight_scale=None, "
+          "Tensor? activation_scale=None, Tensor? bias=None, Tensor? quant_scale=None, "
+          "Tensor? quant_offset=None, Tensor? group_index=None, bool activate_left=False, "
+          "int quant_mode=0, int? dst_type=None, int? round_mode=None, int? activate_dim=None, "
+          "int swiglu_mode=0, float clamp_limit=7.0, float glu_alpha=1.702, "
+          "float glu_bias=1.0) -> (Tensor, Tensor)")
+
+SUPPORTED = frozenset({Product.A2, Product.A3, Product.ASCEND_950})
+ROUND_MODES = {0: "rint", 1: "round", 2: "floor", 3: "ceil", 4: "trunc"}
+DST_FORMATS = ("int8", "float8_e5m2", "float8_e4m3fn", "hifloat8")
+DST_SPELLED = ("torch.int8 (1)", "torch_npu.float8_e5m2 (291)", "torch_npu.float8_e4m3fn (292)",
+               "torch_npu.hifloat8 (290)", "torch_npu.float4_e2m1 (296)",
+               "torch_npu.float4_e1m2 (297)")
+FLOAT4_CODES = (296, 297)
+GROUP_MAX_H = 10496
+FLOAT_X = (torch.float16, torch.bfloat16)
+FLOAT_X_LOOSE = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+SCALE_LOOSE = (torch.float32, torch.float64)
+QSCALE = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def parse_format(dst_type) -> core.QuantFormat:
+    if isinstance(dst_type, int) and not isinstance(dst_type, bool) and dst_type in FLOAT4_CODES:
+        checks.expect(False, OP, "dst_type",
+                      "a format npu_anywhere can emulate (float4 outputs are not emulated)",
+                      core.describe_code(dst_type), NotImplementedError)
+    return core.parse_dst_type(dst_type, op=OP, param="dst_type", allowed=DST_FORMATS,
+                               spelled=DST_SPELLED)
+
+
+def _expect_rows(name, t, groups, width, what):
+    """``t`` is ``[groups, width]`` or (one group) ``[width]``."""
+    ok = (t.dim() == 2 and t.shape[0] == groups and t.shape[1] == width) or \
+        (t.dim() == 1 and groups == 1 and t.shape[0] == width)
+    checks.expect(ok, OP, name, lambda: f"shape [{groups}, {width}] ({what})",
+                  lambda: tuple(t.shape))
+
+
+def check_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bias=None,
+                               quant_scale=None, quant_offset=None, group_index=None,
+                               activate_left=False, quant_mode=0, dst_type=None, round_mode=None,
+                               activate_dim=None, swiglu_mode=0, clamp_limit=7.0, glu_alpha=1.702,
+                               glu_bias=1.0):
+    product = targets.expect_supported(OP, SUPPORTED)
+    strict = product is not None
+    fmt = parse_format(dst_type)
+    checks.expect_one_of(quant_mode, (0, 1), OP, "quant_mode")
+    checks.expect_one_of(swiglu_mode, (0, 1, 2), OP, "swiglu_mode")
+    checks.expect(math.isfinite(clamp_limit) and clamp_limit > 0, OP, "clamp_limit",
+                  "a positive finite number", clamp_limit, ValueError)
+    checks.expect(math.isfinite(glu_alpha), OP, "glu_alpha", "a finite number", glu_alpha,
+                  ValueError)
+    checks.expect(math.isfinite(glu_bias), OP, "glu_bias", "a finite number", glu_bias,
+                  ValueError)
+    if round_mode is not None:
+        checks.expect_one_of(round_mode, tuple(ROUND_MODES), OP, "round_mode")
+    is_int = x.dtype == torch.int32
+    checks.expect_dtype(x, (torch.int32,) + (FLOAT_X if strict else FLOAT_X_LOOSE), OP, "x")
+    checks.expect(x.dim() >= 2, OP, "x", "a tensor with at least 2 dims",
+                  lambda: f"shape {tuple(x.shape)}", ValueError)
+    if activate_dim is not None:
+        checks.expect(-x.dim() <= activate_dim < x.dim(), OP, "activate_dim",
+                      lambda: f"in [{-x.dim()}, {x.dim() - 1}]", activate_dim, ValueError)
+        checks.expect(activate_dim % x.dim() == x.dim() - 1, OP, "activate_dim",
+                      "the last dim (other activation dims are not emulated)", activate_dim,
+                      NotImplementedError)
+    d = x.shape[-1]
+    checks.expect(d % 2 == 0, OP, "x", "an even last dim", d, ValueError)
+    h = d // 2
+    grouped = group_index is not None
+    groups = 1
+    devices = {"x": x}
+    if grouped:
+        checks.expect_dtype(group_index, (torch.int64,) if strict else (torch.int64, torch.int32),
+                            OP, "group_index")
+        checks.expect_dim(group_index, 1, OP, "group_index")
+        groups = group_index.shape[0]
+        checks.expect(groups >= 1, OP, "group_index", "at least one group",
+                      lambda: tuple(group_index.shape), ValueError)
+        devices["group_index"] = group_index
+    s_dtypes = (torch.float32,) if strict else SCALE_LOOSE
+    if weight_scale is not None:
+        checks.expect_dtype(weight_scale, s_dtypes, OP, "weight_scale")
+        if is_int:
+            _expect_rows("weight_scale", weight_scale, groups, d, "[groupNum, 2H]")
+        devices["weight_scale"] = weight_scale
+    if activation_scale is not None:
+        checks.expect(is_int, OP, "activation_scale", "None when x is not int32",
+                      "a tensor", ValueError)
+        checks.expect_dtype(activation_scale, s_dtypes, OP, "activation_scale")
+        tokens = math.prod(x.shape[:-1])
+        lead = tuple(x.shape[:-1])
+        ok = tuple(activation_scale.shape) in ((tokens,), (tokens, 1), lead, lead + (1,))
+        checks.expect(ok, OP, "activation_scale",
+                      lambda: f"shape [{tokens}] or [{tokens}, 1] (one per token)",
+                      lambda: tuple(activation_scale.shape))
+        devices["activation_scale"] = activation_scale
+    if bias is not None:
+        checks.expect(is_int, OP, "bias", "None when x is not int32", "a tensor", ValueError)
+        b_dtypes = (torch.int32,) if (strict and product is not Product.ASCEND_950) else \
+            (torch.int32, torch.float32, torch.float16, torch.bfloat16)
+        checks.expect_dtype(bias, b_dtypes, OP, "bias")
+        _expect_rows("bias", bias, groups, d, "[2H], or [groupNum, 2H] with group_index")
+        devices["bias"] = bias
+    if quant_scale is not None:
+        checks.expect_dtype(quant_scale, QSCALE if strict else QSCALE + (torch.float64,), OP,
+                            "quant_scale")
+        if quant_mode == 0:
+            if strict:
+                checks.expect(quant_scale.dtype == torch.float32, OP, "quant_scale",
+                              "float32 in static quantization", quant_scale.dtype, TypeError)
+            ok = (quant_scale.dim() == 2 and tuple(quant_scale.shape) == (groups, h)) or \
+                (quant_scale.dim() == 1 and quant_scale.shape[0] == groups)
+            checks.expect(ok, OP, "quant_scale",
+                          lambda: f"shape [{groups}, {h}] or [{groups}] (static quantization)",
+                          lambda: tuple(quant_scale.shape))
+        else:
+            _expect_rows("quant_scale", quant_scale, groups, h, "[groupNum, H]")
+        devices["quant_scale"] = quant_scale
+    if quant_offset is not None and quant_mode == 0:
+        checks.expect_dtype(quant_offset, QSCALE if strict else QSCALE + (torch.float64,), OP,
+                            "quant_offset")
+        ok = (quant_offset.dim() == 2 and tuple(quant_offset.shape) == (groups, h)) or \
+            (quant_offset.dim() == 1 and quant_offset.shape[0] == groups)
+        checks.expect(ok, OP, "quant_offset",
+                      lambda: f"shape [{groups}, {h}] or [{groups}] (static quantization)",
+                      lambda: tuple(quant_offset.shape))
+        devices["quant_offset"] = quant_offset
+    checks.expect_same_device(devices, OP)
+    if strict:
+        if is_int:
+            checks.expect(weight_scale is not None, OP, "weight_scale",
+                          "a tensor when x is int32 (seed 004)", "None", ValueError)
+        if grouped:
+            checks.expect(quant_mode == 1, OP, "quant_mode",
+                          "1 (dynamic) when group_index is given", quant_mode, ValueError)
+            checks.expect(bias is None and quant_offset is None, OP, "bias",
+                          "None (and quant_offset None) when group_index is given",
+                          "a tensor", ValueError)
+            checks.expect(h <= GROUP_MAX_H and h % 64 == 0, OP, "x",
+                          f"H = x.shape[-1] / 2 at most {GROUP_MAX_H} and a multiple of 64 "
+                          "with group_index", h, ValueError)
+        if product is not Product.ASCEND_950:
+            checks.expect(fmt.name == "int8", OP, "dst_type",
+                          lambda: f"torch.int8 on {product.value} (other outputs are 950 only)",
+                          fmt.name, ValueError)
+            checks.expect(round_mode in (None, 0), OP, "round_mode",
+                          lambda: f"None or 0 (rint) on {product.value}", round_mode, ValueError)
+
+
+def _group_rows(m, group_index, device):
+    """Group id of each of ``m`` rows (count mode) and a mask of rows inside a group."""
+    ends = group_index.to(torch.int64).cumsum(0).contiguous()
+    rows = torch.arange(m, device=device, dtype=torch.int64)
+    gid = torch.searchsorted(ends, rows, right=True)
+    return gid.clamp(max=ends.shape[0] - 1), gid < ends.shape[0]
+
+
+def _per_row(t, gid, dtype, per_tensor=False):
+    """``[G, width]`` or ``[width]`` parameter (``per_tensor``: ``[G]``, one value per group)
+    -> what multiplies the ``(tokens, width)`` rows."""
+    t = t.to(dtype)
+    if t.dim() == 1:
+        if not per_tensor:
+            return t                                      # [width]: one group
+        t = t.unsqueeze(-1)                               # [G] -> [G, 1]
+    return t[0] if gid is None else t[gid]
+
+
+def dequant_swiglu_quant_reference(x, *, weight_scale=None, activation_scale=None, bias=None,
+                                   quant_scale=None, quant_offset=None, group_index=None,
+                                   activate_left=False, quant_mode=0, dst_type=None,
+                                   round_mode=None, activate_dim=None, swiglu_mode=0,
+                                   clamp_limit=7.0, glu_alpha=1.702, glu_bias=1.0):
+    fmt = parse_format(dst_type)
+    mode = ROUND_MODES[0 if round_mode is None else round_mode]
+    lead, d = x.shape[:-1], x.shape[-1]
+    h = d // 2
+    loose64 = x.dtype == torch.float64 or any(
+        t is not None and t.dtype == torch.float64
+        for t in (weight_scale, activation_scale, quant_scale, quant_offset))
+    cdt = torch.float64 if loose64 else torch.float32
+    rows = x.reshape(-1, d)
+    m = rows.shape[0]
+    gid, inside = (None, None) if group_index is None else _group_rows(m, group_index, x.device)
+    if x.dtype == torch.int32:
+        if bias is not None and bias.dtype == torch.int32:
+            rows = rows + _per_row(bias, gid, torch.int32)     # int32 add before the cast
+        v = rows.to(cdt)
+        if weight_scale is not None:
+            v = v * _per_row(weight_scale, gid, cdt)
+        if activation_scale is not None:
+            v = v * activation_scale.reshape(m, 1).to(cdt)
+        if bias is not None and bias.dtype != torch.int32:
+            v = v + _per_row(bias, gid, cdt)
+    else:
+        v = rows.to(cdt)                    # float x: no dequantization (op-plugin golden)
+    if swiglu_mode == 0:
+        act = swiglu_fp32(v, -1, activate_left=bool(activate_left))
+    else:
+        if swiglu_mode == 1:                # even / odd positions; activate_left has no effect
+            gate, linear = glu_halves(v, -1, interleaved=True)
+        else:                               # halves, activate_left picks the gate half
+            first, second = glu_halves(v, -1)
+            gate, linear = (first, second) if activate_left else (second, first)
+        act = clipped_glu_fp32(gate, linear, alpha=glu_alpha, limit=clamp_limit, bias=glu_bias)
+    if quant_mode == 0:
+        t = act
+        if quant_scale is not None:
+            t = t / _per_row(quant_scale, gid, cdt, per_tensor=True)
+        if quant_offset is not None:
+            t = t + _per_row(quant_offset, gid, cdt, per_tensor=True)
+        scale = torch.zeros(m, dtype=torch.float32, device=x.device)
+    else:
+        t = act if quant_scale is None else act * _per_row(quant_scale, gid, cdt)
+        amax = torch.linalg.vector_norm(t, ord=float("inf"), dim=-1, keepdim=True)
+        top = core.max_value(fmt)
+        t = t * (torch.full_like(amax, top) / amax)
+        scale = (amax / top).squeeze(-1).to(torch.float32)
+    y = core.cast_to(t, fmt, round_mode=mode)
+    if inside is not None:
+        y = torch.where(inside.unsqueeze(-1), y, torch.zeros_like(y))
+        scale = torch.where(inside, scale, torch.zeros_like(scale))
+    return y.reshape(*lead, h), scale.reshape(lead)
+
+
+dequant_swiglu_quant_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_dequant_swiglu_quant,
+                                reference=dequant_swiglu_quant_reference, metadata_check=True,
+                                info=OpInfo(api="torch_npu"))
+dequant_swiglu_quant_op.forbid_autograd(
+    "npu_dequant_swiglu_quant has no backward in op-plugin's derivatives.yaml (integer outputs)")
+
+
+def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bias=None,
+                             quant_scale=None, quant_offset=None, group_index=None,
+                             activate_left=False, quant_mode=0, swiglu_mode=0, clamp_limit=7.0,
+                             glu_alpha=1.702, glu_bias=1.0, dst_type=None, round_mode=None,
+                             activate_dim=None):
+    """Dequantize (int32 matmul output), SwiGLU or its clamped variant, then quantize to int8.
+
+    Formula (seed 004; op-plugin doc page; aclnnDequantSwigluQuant(V2))::
+
+        d = float(x + bias) * weight_scale[g] * activation_scale[r]     (x int32; bias int32)
+        d = d + bias                                                    (float bias, 950)
+        d = float(x)                                                    (x float16 / bfloat16)
+        swiglu_mode 0: act = swish(d[:, :H]) * d[:, H:]   (activate_left=True)
+                             d[:, :H] * swish(d[:, H:])   (False, default)
+        swiglu_mode 1: g = clamp(d[:, 0::2], max=L); l = clamp(d[:, 1::2], -L, L)
+                       act = g * sigmoid(alpha * g) * (l + glu_bias)
+        swiglu_mode 2: as 1 with the halves of mode 0 (activate_left picks g)
+        quant_mode 0: y = cast(act / quant_scale[g] + quant_offset[g]);  scale = 0
+        quant_mode 1: t = act * quant_scale[g];  scale = max|t| / 127;  y = cast(t * (127 / max|t|))
+
+    ``g`` is the group of row ``r`` (``group_index`` holds token counts); ``cast`` rounds half
+    to even (``round_mode`` 0; 1 half away from zero, 2 floor, 3 ceil, 4 trunc), saturates to
+    [-128, 127] and maps NaN to 0.
+
+    Parameters
+    ----------
+    x : Tensor
+        ``[TokensNum, 2H]`` (more leading dims are flattened into tokens), int32, float16 or
+        bfloat16 (float32/float64 too outside strict mode).  Last dim even.
+    weight_scale : Tensor, optional
+        float32 ``[groupNum, 2H]`` (``[2H]`` accepted without groups).  Required for int32 x
+        in strict mode (seed 004; op-plugin's newer page only recommends it: without it the
+        int32 values are used as they are).  Accepted and ignored for float x.
+    activation_scale : Tensor, optional
+        float32, one per token: ``[TokensNum]`` or ``[TokensNum, 1]``.  int32 x only.
+    bias : Tensor, optional
+        int32 (added to x before the cast) or, on the 950, float32/float16/bfloat16 (added after
+        the dequant multiplies); ``[2H]`` or ``[groupNum, 2H]``.  int32 x only.
+    quant_scale : Tensor, optional
+        float32/float16/bfloat16.  Dynamic: ``[groupNum, H]`` smooth scales (multiplied).
+        Static: ``[groupNum, H]`` or per tensor ``[groupNum]`` (divided; float32 in strict mode).
+    quant_offset : Tensor, optional
+        Static only (ignored in dynamic mode): quant_scale's shapes.
+    group_index : Tensor, optional
+        int64 ``[groupNum]`` (int32 accepted outside strict mode), tokens per group.
+    activate_left : bool
+        swiglu_mode 0/2: True activates the first half (seed: ``swish(split[0]) * split[1]``).
+    quant_mode : int
+        0 static, 1 dynamic.
+    swiglu_mode, clamp_limit, glu_alpha, glu_bias
+        See the formula; clamp_limit must be positive and finite, glu_alpha/glu_bias finite.
+    dst_type, round_mode, activate_dim
+        op-plugin's 950 extras: dst_type int8 (1, default), float8_e5m2 (291), float8_e4m3fn
+        (292) (saturating, half to even; round_mode applies to int8 only); hifloat8 and float4
+        raise NotImplementedError.  activate_dim: only the last dim (others raise
+        NotImplementedError).
+
+    Returns
+    -------
+    (y, scale)
+        ``y``: ``x.shape[:-1] + (H,)``, int8 (or the float8 dtype).  ``scale``: float32,
+        ``x.shape[:-1]``: ``max|t| / 127`` in dynamic mode (the dequantization scale, unlike
+        npu_swiglu_quant's multiplier), zeros in static mode.  An all-zero row gives scale 0
+        and y 0.  Rows past the groups' total are 0 (garbage on the NPU).
+
+    Constraints
+    -----------
+    Products: A2, A3 (seed) and the 950 (aclnnDequantSwigluQuantV2).  Strict mode: float64 and
+    float32 x rejected, int32 x needs weight_scale, group_index needs quant_mode 1, no bias /
+    quant_offset, and H <= 10496 with H % 64 == 0; dst_type / round_mode other than the default
+    and float bias only on the 950.  group_index values (sum <= TokensNum) are not checked
+    (data; the NPU reads out of bounds).
+
+    Notes
+    -----
+    * Precision order and the split conventions follow op-plugin's golden (``test/test_custom_ops/
+      test_npu_dequant_swiglu_quant.py``): int32 bias added in int32, then float32 multiplies by
+      weight_scale and activation_scale, float bias added after; swiglu in float32; static mode
+      divides by quant_scale then adds the offset; dynamic mode multiplies by quant_scale, then
+      by ``127 / max`` and returns ``max / 127``; rounding by ``numpy.rint`` (half to even),
+      clamp to [-128, 127].  float x is not dequantized (weight_scale ignored), as in the golden.
+    * swiglu_mode 1 splits even/odd positions and ignores activate_left (golden and
+      aclnnDequantSwigluQuantV2.md: ``x_glu`` the even indices); swiglu_mode 2 (op-plugin's
+      page) uses the halves.  Built on glu_core (``swiglu_fp32``, ``clipped_glu_fp32``), whose
+      activate_left convention is the same as this op's.
+    * op-plugin's C++ wrapper (``op_plugin/ops/opapi/DequantSwigluQuantOpApi.cpp``) forces int8,
+      rint and the last dim before the 950 and raises for quant_mode / swiglu_mode / clamp_limit
+      / glu_alpha / glu_bias outside their ranges, as here.
+    * No autograd.
+
+    Examples
+    --------
+    >>> x = torch.randint(-10, 10, (8, 64), dtype=torch.int32)
+    >>> y, scale = npu_anywhere.npu_dequant_swiglu_quant(
+    ...     x, weight_scale=torch.rand(1, 64), activation_scale=torch.rand(8, 1), quant_mode=1)
+    >>> y.shape, y.dtype, scale.shape
+    (torch.Size([8, 32]), torch.int8, torch.Size([8]))
+    """
+    return dequant_swiglu_quant_op.overload(
+        x, weight_scale=weight_scale, activation_scale=activation_scale, bias=bias,
+        quant_scale=quant_scale, quant_offset=quant_offset, group_index=group_index,
+        activate_left=activate_left, quant_mode=quant_mode, dst_type=dst_type,
+        round_mode=round_mode, activate_dim=activate_dim, swiglu_mode=swiglu_mode,
+        clamp_limit=clamp_limit, glu_alpha=glu_alpha, glu_bias=glu_bias)
+
+
+TORCH_NPU_FUNCTIONS = {"npu_dequant_swiglu_quant": npu_dequant_swiglu_quant}

@@ -1,0 +1,593 @@
+"""torch_npu.npu_kv_rmsnorm_rope_cache, npu_kv_rmsnorm_rope_cache_v2 (in place) and
+npu_kv_rmsnorm_rope_cache_v2_functional.
+
+DeepSeek MLA's KV path in one op: the last dim of ``kv`` ``[B, N, S, D]`` is split into
+``Dv = gamma.shape[0]`` values (RMSNorm with ``gamma`` -> ``ckv_cache``) and the following
+``Dk = cos.shape[-1]`` values (interleaved RoPE -> ``k_cache``); both results are written into
+their caches at the positions ``index`` names (``-1`` skips).  See the docstring of
+:func:`npu_kv_rmsnorm_rope_cache` for the formulas, cache modes and quantization.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ... import checks, dtypes, targets
+from ...library import INTERNAL_NS, TORCH_NPU_NS, NpuOp, OpInfo
+from ...targets import PRE_950, Product
+from ..cache.paged import bitwise, nz_last_dim, write_nd, write_nz
+from ..norm.rms_core import rms_norm_fp32
+from ..posembedding import rotation
+from ..quant import core as qcore
+
+OP = "npu_kv_rmsnorm_rope_cache"
+V2_OP = "npu_kv_rmsnorm_rope_cache_v2"
+FUNCTIONAL_OP = "npu_kv_rmsnorm_rope_cache_v2_functional"
+INPLACE_OP = "_npu_kv_rmsnorm_rope_cache_inplace"
+
+_ARGS = ("Tensor kv, Tensor gamma, Tensor cos, Tensor sin, Tensor index, {kc} k_cache, "
+         "{ckv} ckv_cache, *, Tensor? k_rope_scale=None, Tensor? c_kv_scale=None, "
+         "Tensor? k_rope_offset=None, Tensor? c_kv_offset=None, Tensor? v=None, "
+         "float epsilon=1e-05, str cache_mode='Norm', bool is_output_kv=False")
+_DTYPE_ARGS = ", int? k_cache_dtype=None, int? ckv_cache_dtype=None"
+# op-plugin's yaml declares no mutation for v1 although it writes the caches in place and
+# returns them (doc: "本质in-place更新"); the schema here says so.
+SCHEMA = (f"{OP}({_ARGS.format(kc='Tensor(a!)', ckv='Tensor(b!)')}) "
+          "-> (Tensor(a!), Tensor(b!), Tensor, Tensor)")
+INPLACE_SCHEMA = (f"{INPLACE_OP}({_ARGS.format(kc='Tensor(a!)', ckv='Tensor(b!)')}) "
+                  "-> (Tensor, Tensor)")
+V2_SCHEMA = (f"{V2_OP}({_ARGS.format(kc='Tensor(a!)', ckv='Tensor(b!)')}{_DTYPE_ARGS}) "
+             "-> (Tensor, Tensor)")
+FUNCTIONAL_SCHEMA = (f"{FUNCTIONAL_OP}({_ARGS.format(kc='Tensor', ckv='Tensor')}{_DTYPE_ARGS})"
+                     " -> (Tensor, Tensor, Tensor, Tensor)")
+
+CACHE_MODES = ("Norm", "PA", "PA_BNSD", "PA_NZ", "PA_BLK_BNSD", "PA_BLK_NZ")
+PAGED = CACHE_MODES[1:]
+NZ_MODES = ("PA_NZ", "PA_BLK_NZ")
+BLK_MODES = ("PA_BLK_BNSD", "PA_BLK_NZ")
+KV_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_STRICT_KV = (torch.float16, torch.bfloat16)
+QUANT_DTYPES = (torch.int8, torch.float8_e5m2, torch.float8_e4m3fn)
+_SUPPORTED = frozenset({Product.A2, Product.A3, Product.ASCEND_950})
+
+
+def _name(dtype) -> str:
+    return dtypes.name(dtype)
+
+
+def _shape(t):
+    return lambda: f"shape {tuple(t.shape)}"
+
+
+def _cache_format(op, cache, code, param):
+    """(effective dtype of the cache values, quantized?) from the cache and its dtype override.
+
+    The effective dtype is a torch dtype of the cache's element size; hifloat8 raises
+    NotImplementedError."""
+    if code is None:
+        eff = cache.dtype
+    else:
+        if int(code) == dtypes.HIFLOAT8:
+            checks.expect(False, op, f"{param}_dtype", "a cache dtype npu_anywhere can emulate "
+                          "(hifloat8's conversion is not documented well enough)",
+                          qcore.describe_code(code), NotImplementedError)
+        eff = dtypes.code_to_dtype(int(code))
+        checks.expect(isinstance(eff, torch.dtype) and eff.itemsize == cache.element_size(),
+                      op, f"{param}_dtype", lambda: f"a dtype code of {cache.element_size()}-byte"
+                      f" elements like {param} ({_name(cache.dtype)})",
+                      qcore.describe_code(code), TypeError)
+    return eff, eff in QUANT_DTYPES
+
+
+def _check(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale,
+           k_rope_offset, c_kv_offset, v, epsilon, cache_mode, is_output_kv,
+           k_cache_dtype=None, ckv_cache_dtype=None):
+    product = targets.expect_supported(op, _SUPPORTED)
+    checks.expect_one_of(cache_mode, CACHE_MODES, op, "cache_mode")
+    if v is not None:
+        checks.expect(False, op, "v", "None (the aclnnKvRmsNormRopeCacheV2 path selected by v, "
+                      "Dk=192/Dv=128, is not emulated)", _shape(v)(), NotImplementedError)
+    checks.expect_dim(kv, 4, op, "kv")
+    checks.expect_dim(gamma, 1, op, "gamma")
+    checks.expect_dim(cos, 4, op, "cos")
+    checks.expect_dim(sin, 4, op, "sin")
+    allowed = _STRICT_KV if product is not None else KV_DTYPES
+    checks.expect_dtype(kv, allowed, op, "kv")
+    checks.expect_same_dtype({"kv": kv, "gamma": gamma, "cos": cos, "sin": sin}, op)
+    checks.expect_dtype(index, (torch.int64,), op, "index")
+    named = {"kv": kv, "gamma": gamma, "cos": cos, "sin": sin, "index": index,
+             "k_cache": k_cache, "ckv_cache": ckv_cache}
+    optional = {n: t for n, t in (("k_rope_scale", k_rope_scale), ("c_kv_scale", c_kv_scale),
+                                  ("k_rope_offset", k_rope_offset),
+                                  ("c_kv_offset", c_kv_offset)) if t is not None}
+    checks.expect_same_device({**named, **optional}, op)
+    for n, t in {**named, **optional}.items():
+        checks.expect_nonempty(t, op, n)
+    b, n, s, d = kv.shape
+    dv, dk = gamma.shape[0], cos.shape[3]
+    checks.expect(n == 1, op, "kv", "a head number (dim 1) of 1 (the op serves DeepSeek MLA: "
+                  "N = 1 only)", _shape(kv), ValueError)
+    checks.expect(dk % 2 == 0, op, "cos", "an even last dim Dk (RoPE rotates pairs)",
+                  lambda: f"Dk = {dk}", ValueError)
+    checks.expect(dk + dv == d, op, "kv", lambda: f"a last dim D = Dv + Dk = {dv} + {dk} "
+                  "(gamma's length plus cos's last dim)", lambda: f"D = {d}", RuntimeError)
+    rope_shapes = ((b, 1, s, dk), (b, 1, 1, dk))
+    checks.expect(tuple(cos.shape) in rope_shapes, op, "cos",
+                  lambda: f"shape {rope_shapes[0]} or {rope_shapes[1]}", _shape(cos),
+                  RuntimeError)
+    checks.expect(sin.shape == cos.shape, op, "sin", lambda: f"cos's shape {tuple(cos.shape)}",
+                  _shape(sin), RuntimeError)
+    # caches: dtypes and quantization
+    k_eff, k_quant = _cache_format(op, k_cache, k_cache_dtype, "k_cache")
+    c_eff, c_quant = _cache_format(op, ckv_cache, ckv_cache_dtype, "ckv_cache")
+    quant_allowed = (torch.int8,) if product in PRE_950 else QUANT_DTYPES
+    for name, eff, quant, scale, offset, sname, oname, width in (
+            ("k_cache", k_eff, k_quant, k_rope_scale, k_rope_offset, "k_rope_scale",
+             "k_rope_offset", dk),
+            ("ckv_cache", c_eff, c_quant, c_kv_scale, c_kv_offset, "c_kv_scale",
+             "c_kv_offset", dv)):
+        ok = eff == kv.dtype or eff in quant_allowed
+        checks.expect(ok, op, name, lambda: f"dtype {_name(kv.dtype)} (kv's) or a quantized "
+                      f"dtype in {[_name(q) for q in quant_allowed]}", _name(eff), TypeError)
+        if not quant:
+            continue
+        checks.expect(scale is not None, op, sname, lambda name=name: "a float32 tensor (required"
+                      f" when {name} is quantized)", "None", ValueError)
+        if product in PRE_950 and offset is not None:
+            checks.expect(False, op, oname, f"None on {product.value} (the torch_npu doc: "
+                          "asymmetric quantization is not supported yet)", "a tensor",
+                          NotImplementedError)
+        for pname, t in ((sname, scale), (oname, offset)):
+            if t is None:
+                continue
+            checks.expect_dtype(t, (torch.float32,), op, pname)
+            shapes = ((n, width), (width,), (1,))
+            checks.expect(tuple(t.shape) in shapes, op, pname,
+                          lambda shapes=shapes: f"shape {shapes[0]}, {shapes[1]} or {shapes[2]}",
+                          _shape(t), RuntimeError)
+    _check_layout(op, kv, index, k_cache, ckv_cache, k_eff, c_eff, cache_mode, dk, dv)
+
+
+def _check_layout(op, kv, index, k_cache, ckv_cache, k_eff, c_eff, cache_mode, dk, dv):
+    b, n, s, _ = kv.shape
+    if cache_mode == "Norm":
+        for name, cache, d in (("k_cache", k_cache, dk), ("ckv_cache", ckv_cache, dv)):
+            ok = cache.dim() == 4 and cache.shape[1] == n and cache.shape[3] == d
+            checks.expect(ok, op, name, lambda d=d: f"a cache [Bcache, {n}, Scache, {d}] "
+                          "(cache_mode 'Norm')", _shape(cache), RuntimeError)
+        checks.expect(ckv_cache.shape[0] == k_cache.shape[0] and
+                      ckv_cache.shape[2] == k_cache.shape[2], op, "ckv_cache",
+                      lambda: f"k_cache's Bcache and Scache {(k_cache.shape[0], k_cache.shape[2])}",
+                      _shape(ckv_cache), RuntimeError)
+        checks.expect(k_cache.shape[0] >= b, op, "k_cache", lambda: f"a batch dim >= kv's ({b})",
+                      _shape(k_cache), RuntimeError)
+        checks.expect(k_cache.shape[2] >= s, op, "k_cache",
+                      lambda: f"a cache length (dim 2) >= seq_len ({s})", _shape(k_cache),
+                      RuntimeError)
+        checks.expect(tuple(index.shape) == (b, s), op, "index",
+                      lambda: f"shape {(b, s)} [Bkv, Skv] (cache_mode 'Norm')", _shape(index),
+                      RuntimeError)
+        return
+    nz = cache_mode in NZ_MODES
+    num_blocks, block_size = k_cache.shape[0], _block_size(k_cache, nz)
+    for name, cache, d, eff in (("k_cache", k_cache, dk, k_eff), ("ckv_cache", ckv_cache, dv, c_eff)):
+        ld = nz_last_dim(eff)
+        want = [(num_blocks, block_size, n, d)]
+        if nz:
+            want.append((num_blocks, n, d // ld, block_size, ld))
+            checks.expect(d % ld == 0, op, name, lambda ld=ld, eff=eff: f"a last dim whose bytes "
+                          f"are a multiple of 32 (a multiple of {ld} for {_name(eff)}) with "
+                          f"cache_mode {cache_mode!r}", lambda d=d: f"{d}", ValueError)
+        checks.expect(tuple(cache.shape) in want, op, name,
+                      lambda want=want: " or ".join(str(w) for w in want) + " ([BlockNum, "
+                      f"BlockSize, N, D] in cache_mode {cache_mode!r})", _shape(cache),
+                      RuntimeError)
+        if nz and cache.dim() == 4:
+            checks.expect(cache.is_contiguous(), op, name, "a contiguous tensor (its memory "
+                          "holds the FRACTAL_NZ layout)", "a non-contiguous tensor", RuntimeError)
+        checks.expect(block_size % ld == 0, op, name, lambda ld=ld, eff=eff: f"a BlockSize that "
+                      f"is a multiple of {ld} (32 bytes of {_name(eff)})",
+                      lambda: f"BlockSize {block_size}", ValueError)
+    pages = -(-s // block_size)
+    # Not checked: the torch_npu doc's "block_num >= Ceil(seq_len/block_size)*batch_size" (a
+    # sizing hint; the aclnn doc puts no limit on BlockNum, and vllm-ascend calls with
+    # kv [tokens, 1, 1, D], for which it would demand a block per token).  The index checks
+    # keep every write inside the cache.
+    want = (b * pages,) if cache_mode in BLK_MODES else (b * s,)
+    checks.expect(tuple(index.shape) == want, op, "index",
+                  lambda: f"shape {want} (cache_mode {cache_mode!r})", _shape(index),
+                  RuntimeError)
+
+
+def _block_size(cache, nz):
+    return cache.shape[-2] if (nz and cache.dim() == 5) else cache.shape[1]
+
+
+def _make_check(op):
+    def check(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None,
+              c_kv_scale=None, k_rope_offset=None, c_kv_offset=None, v=None, epsilon=1e-05,
+              cache_mode="Norm", is_output_kv=False, k_cache_dtype=None, ckv_cache_dtype=None):
+        _check(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale,
+               k_rope_offset, c_kv_offset, v, epsilon, cache_mode, is_output_kv,
+               k_cache_dtype, ckv_cache_dtype)
+    check.__name__ = f"check_{op}"
+    return check
+
+
+check_kv_rmsnorm_rope_cache = _make_check(OP)
+check_kv_rmsnorm_rope_cache_v2 = _make_check(V2_OP)
+check_kv_rmsnorm_rope_cache_v2_functional = _make_check(FUNCTIONAL_OP)
+
+
+# -- math --------------------------------------------------------------------------------------
+
+def norm_and_rope(kv, gamma, cos, sin, epsilon):
+    """(k_embed, y) in float32: interleaved RoPE of kv[..., Dv:] and RMSNorm of kv[..., :Dv]."""
+    dv = gamma.shape[0]
+    y, _ = rms_norm_fp32(kv[..., :dv], gamma, epsilon)
+    x = kv[..., dv:].to(y.dtype)
+    # de-interleave: (x0, x2, x4, ..., x1, x3, ...), then the half-mode rotation cat(-x2, x1)
+    xd = torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)
+    c, signed_sin = rotation.prepare(cos, sin, "half", x.dtype)
+    k = rotation.rope(xd, c, signed_sin, "half")
+    return k, y
+
+
+def _quantize(values, eff, scale, offset, heads):
+    """float32 values -> cache dtype: round(values * scale [+ offset]), saturated."""
+    def shaped(t):
+        return t.reshape(heads, 1, -1) if t.dim() == 2 else t
+    q = values * shaped(scale)
+    if offset is not None:
+        q = q + shaped(offset)
+    return qcore.cast_to(q, qcore.format_of(eff), inplace=True)
+
+
+def _cache_values(values, eff, scale, offset, heads, cache_dtype):
+    if eff in QUANT_DTYPES:
+        out = _quantize(values, eff, scale, offset, heads)
+    else:
+        out = values.to(eff)
+    return out if out.dtype == cache_dtype else bitwise(out).view(cache_dtype)
+
+
+# -- index plans (eager, before the first write) ---------------------------------------------
+
+def _bad(op, flat, mask, requirement, error=IndexError):
+    pos = int(mask.nonzero()[0, 0])
+    checks.expect(False, op, "index", requirement, f"{int(flat[pos])} at flat position {pos}",
+                  error)
+
+
+def _expect_unique(op, keys, requirement):
+    if keys.numel() < 2:
+        return
+    srt = torch.sort(keys).values
+    dup = srt[1:] == srt[:-1]
+    if bool(dup.any()):
+        value = int(srt[1:][dup][0])
+        checks.expect(False, op, "index", requirement, f"a repeated value {value}", ValueError)
+
+
+def _plan(op, index, b, s, k_cache, cache_mode):
+    """(token rows of the flattened [B*S] tokens, destinations) for the writes; raises on a bad
+    index before anything is written."""
+    flat = index.reshape(-1)
+    if cache_mode == "Norm":
+        scache = k_cache.shape[2]
+        lo, hi = (int(x) for x in torch.aminmax(flat))
+        if lo < -1 or hi >= scache:
+            _bad(op, flat, (flat < -1) | (flat >= scache),
+                 f"values in [-1, {scache - 1}] (-1 skips; Scache = {scache})")
+        keep = (flat >= 0).nonzero().squeeze(1)
+        batch = torch.div(keep, s, rounding_mode="floor")
+        # unique within a batch (different batches may repeat: they write different caches)
+        _expect_unique(op, batch * scache + flat[keep],
+                       "positions that do not repeat within a batch")
+        return keep, (batch, flat[keep])
+    nz = cache_mode in NZ_MODES
+    bs = _block_size(k_cache, nz)
+    total = k_cache.shape[0] * bs
+    lo, hi = (int(x) for x in torch.aminmax(flat))
+    if lo < -1 or hi >= total:
+        _bad(op, flat, (flat < -1) | (flat >= total),
+             f"values in [-1, {total - 1}] (-1 skips; BlockNum * BlockSize = {total})")
+    if cache_mode in BLK_MODES:
+        pages = -(-s // bs)
+        _expect_unique(op, torch.div(flat[flat >= 0], bs, rounding_mode="floor"),
+                       "values whose value // BlockSize do not repeat")
+        tok = torch.arange(b * s, device=index.device)
+        seq = tok % s
+        page_start = flat[torch.div(tok, s, rounding_mode="floor") * pages
+                          + torch.div(seq, bs, rounding_mode="floor")]
+        keep = (page_start >= 0).nonzero().squeeze(1)
+        block = torch.div(page_start[keep], bs, rounding_mode="floor")
+        return keep, block * bs + seq[keep] % bs
+    if lo >= 0:                  # no skipped token: no gather needed
+        _expect_unique(op, flat, "values that do not repeat")
+        return None, flat
+    keep = (flat >= 0).nonzero().squeeze(1)
+    _expect_unique(op, flat[keep], "values that do not repeat")
+    return keep, flat[keep]
+
+
+def _write(cache, rows, dest, cache_mode):
+    if cache_mode == "Norm":
+        batch, pos = dest
+        bitwise(cache)[batch, 0, pos] = bitwise(rows)
+    elif cache_mode in NZ_MODES:
+        if cache.dim() == 4:    # [nb, bs, N, D] whose memory holds [nb, N*D//ld, bs, ld]
+            nb, bs, n, d = cache.shape
+            ld = 32 // cache.element_size()
+            write_nz(cache.view(nb, n * d // ld, bs, ld), dest, rows)
+        else:
+            write_nz(cache, dest, rows)
+    else:
+        write_nd(cache, dest, rows)
+
+
+def run_into(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale,
+             k_rope_offset, c_kv_offset, epsilon, cache_mode, is_output_kv, k_cache_dtype,
+             ckv_cache_dtype):
+    """Compute, validate the index values, then write both caches; returns (k_rope, c_kv)."""
+    b, n, s, _ = kv.shape
+    k_eff, _ = _cache_format(op, k_cache, k_cache_dtype, "k_cache")
+    c_eff, _ = _cache_format(op, ckv_cache, ckv_cache_dtype, "ckv_cache")
+    keep, dest = _plan(op, index, b, s, k_cache, cache_mode)
+    k, y = norm_and_rope(kv, gamma, cos, sin, epsilon)
+    rows_k, rows_y = k.reshape(b * s, -1), y.reshape(b * s, -1)
+    if keep is not None:
+        rows_k, rows_y = rows_k[keep], rows_y[keep]
+    k_rows = _cache_values(rows_k, k_eff, k_rope_scale, k_rope_offset, n, k_cache.dtype)
+    c_rows = _cache_values(rows_y, c_eff, c_kv_scale, c_kv_offset, n, ckv_cache.dtype)
+    _write(k_cache, k_rows, dest, cache_mode)
+    _write(ckv_cache, c_rows, dest, cache_mode)
+    if is_output_kv:
+        return k.to(kv.dtype), y.to(kv.dtype)
+    return (kv.new_zeros((b, n, s, cos.shape[3])), kv.new_zeros((b, n, s, gamma.shape[0])))
+
+
+def _outputs_fake(kv, gamma, cos):
+    b, n, s, _ = kv.shape
+    return kv.new_empty((b, n, s, cos.shape[3])), kv.new_empty((b, n, s, gamma.shape[0]))
+
+
+# -- registration ------------------------------------------------------------------------------
+
+def _inplace_reference(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None,
+                       c_kv_scale=None, k_rope_offset=None, c_kv_offset=None, v=None,
+                       epsilon=1e-05, cache_mode="Norm", is_output_kv=False):
+    return run_into(OP, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
+                    c_kv_scale, k_rope_offset, c_kv_offset, epsilon, cache_mode, is_output_kv,
+                    None, None)
+
+
+def _inplace_fake(kv, gamma, cos, sin, index, k_cache, ckv_cache, **kwargs):
+    return _outputs_fake(kv, gamma, cos)
+
+
+def _v2_reference(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None,
+                  c_kv_scale=None, k_rope_offset=None, c_kv_offset=None, v=None, epsilon=1e-05,
+                  cache_mode="Norm", is_output_kv=False, k_cache_dtype=None,
+                  ckv_cache_dtype=None):
+    return run_into(V2_OP, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
+                    c_kv_scale, k_rope_offset, c_kv_offset, epsilon, cache_mode, is_output_kv,
+                    k_cache_dtype, ckv_cache_dtype)
+
+
+def _functional_reference(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None,
+                          c_kv_scale=None, k_rope_offset=None, c_kv_offset=None, v=None,
+                          epsilon=1e-05, cache_mode="Norm", is_output_kv=False,
+                          k_cache_dtype=None, ckv_cache_dtype=None):
+    # op-plugin clones both caches (at::clone keeps the strides), then runs the kernel on them.
+    k_out, ckv_out = k_cache.clone(), ckv_cache.clone()
+    k_rope, c_kv = run_into(FUNCTIONAL_OP, kv, gamma, cos, sin, index, k_out, ckv_out,
+                            k_rope_scale, c_kv_scale, k_rope_offset, c_kv_offset, epsilon,
+                            cache_mode, is_output_kv, k_cache_dtype, ckv_cache_dtype)
+    return k_rope, c_kv, k_out, ckv_out
+
+
+def _functional_fake(kv, gamma, cos, sin, index, k_cache, ckv_cache, **kwargs):
+    return _outputs_fake(kv, gamma, cos) + (torch.empty_like(k_cache), torch.empty_like(ckv_cache))
+
+
+_NO_GRAD = "an inference cache write (no backward in op-plugin's derivatives.yaml)"
+
+kv_rmsnorm_rope_cache_inplace_op = NpuOp(
+    INPLACE_SCHEMA, namespace=INTERNAL_NS, check=check_kv_rmsnorm_rope_cache,
+    reference=_inplace_reference, fake=_inplace_fake, metadata_check=True,
+    info=OpInfo(api="internal", public=False))
+kv_rmsnorm_rope_cache_inplace_op.forbid_autograd(_NO_GRAD, public_name=OP)
+
+
+def _composite(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None,
+               c_kv_scale=None, k_rope_offset=None, c_kv_offset=None, v=None, epsilon=1e-05,
+               cache_mode="Norm", is_output_kv=False):
+    k_rope, c_kv = kv_rmsnorm_rope_cache_inplace_op.overload(
+        kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale=k_rope_scale,
+        c_kv_scale=c_kv_scale, k_rope_offset=k_rope_offset, c_kv_offset=c_kv_offset, v=v,
+        epsilon=epsilon, cache_mode=cache_mode, is_output_kv=is_output_kv)
+    return k_cache, ckv_cache, k_rope, c_kv
+
+
+kv_rmsnorm_rope_cache_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS,
+                                 check=check_kv_rmsnorm_rope_cache, composite=_composite,
+                                 info=OpInfo(api="torch_npu"))
+kv_rmsnorm_rope_cache_op.autograd = "no (raises)"
+
+kv_rmsnorm_rope_cache_v2_op = NpuOp(V2_SCHEMA, namespace=TORCH_NPU_NS,
+                                    check=check_kv_rmsnorm_rope_cache_v2,
+                                    reference=_v2_reference, fake=_inplace_fake,
+                                    metadata_check=True, info=OpInfo(api="torch_npu"))
+kv_rmsnorm_rope_cache_v2_op.forbid_autograd(_NO_GRAD)
+
+kv_rmsnorm_rope_cache_v2_functional_op = NpuOp(
+    FUNCTIONAL_SCHEMA, namespace=TORCH_NPU_NS, check=check_kv_rmsnorm_rope_cache_v2_functional,
+    reference=_functional_reference, fake=_functional_fake, metadata_check=True,
+    info=OpInfo(api="torch_npu"))
+kv_rmsnorm_rope_cache_v2_functional_op.forbid_autograd(_NO_GRAD)
+
+
+# -- Python API --------------------------------------------------------------------------------
+
+def npu_kv_rmsnorm_rope_cache(kv, gamma, cos, sin, index, k_cache, ckv_cache, *,
+                              k_rope_scale=None, c_kv_scale=None, k_rope_offset=None,
+                              c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
+                              is_output_kv=False):
+    return kv_rmsnorm_rope_cache_op.overload(
+        kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale=k_rope_scale,
+        c_kv_scale=c_kv_scale, k_rope_offset=k_rope_offset, c_kv_offset=c_kv_offset, v=v,
+        epsilon=epsilon, cache_mode=cache_mode, is_output_kv=is_output_kv)
+
+
+def npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, index, k_cache, ckv_cache, *,
+                                 k_rope_scale=None, c_kv_scale=None, k_rope_offset=None,
+                                 c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
+                                 is_output_kv=False, k_cache_dtype=None, ckv_cache_dtype=None):
+    return kv_rmsnorm_rope_cache_v2_op.overload(
+        kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale=k_rope_scale,
+        c_kv_scale=c_kv_scale, k_rope_offset=k_rope_offset, c_kv_offset=c_kv_offset, v=v,
+        epsilon=epsilon, cache_mode=cache_mode, is_output_kv=is_output_kv,
+        k_cache_dtype=k_cache_dtype, ckv_cache_dtype=ckv_cache_dtype)
+
+
+def npu_kv_rmsnorm_rope_cache_v2_functional(kv, gamma, cos, sin, index, k_cache, ckv_cache, *,
+                                            k_rope_scale=None, c_kv_scale=None,
+                                            k_rope_offset=None, c_kv_offset=None, v=None,
+                                            epsilon=1e-5, cache_mode="Norm", is_output_kv=False,
+                                            k_cache_dtype=None, ckv_cache_dtype=None):
+    return kv_rmsnorm_rope_cache_v2_functional_op.overload(
+        kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale=k_rope_scale,
+        c_kv_scale=c_kv_scale, k_rope_offset=k_rope_offset, c_kv_offset=c_kv_offset, v=v,
+        epsilon=epsilon, cache_mode=cache_mode, is_output_kv=is_output_kv,
+        k_cache_dtype=k_cache_dtype, ckv_cache_dtype=ckv_cache_dtype)
+
+
+npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, written into
+    two caches in place (``torch_npu.npu_kv_rmsnorm_rope_cache``).
+
+    With ``Dv = gamma.shape[0]`` and ``Dk = cos.shape[-1]`` (``Dv + Dk = D``)::
+
+        rms_in = kv[..., :Dv]                                 (float32)
+        y      = rms_in / sqrt(mean(rms_in ** 2, -1) + epsilon) * gamma
+        x      = kv[..., Dv:]
+        k      = cat(x[..., 0::2], x[..., 1::2])              (de-interleave)
+        k_embed = k * cos + cat(-k2, k1) * sin                (k1, k2 = halves of k)
+
+    ``k_embed`` goes to ``k_cache`` and ``y`` to ``ckv_cache``, one row per token
+    ``(b, s)`` of kv, at the place ``index`` names:
+
+    =============  ===================  =====================================================
+    cache_mode     index                destination of token (b, s)
+    =============  ===================  =====================================================
+    Norm           [B, S]               cache[b, 0, index[b, s]]; caches [Bc, 1, Sc, D]
+    PA, PA_BNSD    [B*S]                slot index[b*S+s] of an ND cache [nb, bs, 1, D]
+    PA_NZ          [B*S]                same slot, FRACTAL_NZ cache
+    PA_BLK_BNSD    [B*ceil(S/bs)]       block index[b*P + s//bs] // bs, offset s % bs (ND)
+    PA_BLK_NZ      [B*ceil(S/bs)]       the same, FRACTAL_NZ cache
+    =============  ===================  =====================================================
+
+    ``-1`` skips the token (PA_BLK: the whole block).  NZ caches are given either as the
+    documented 4-D ``[nb, bs, 1, D]`` tensor whose (contiguous) memory holds the NZ layout
+    ``[nb, 1, D // ld, bs, ld]`` (what op-plugin's golden reshapes to) or as that 5-D tensor;
+    ``ld = 32 // element size`` (16 for float16/bfloat16, 32 for int8/float8).
+
+    Quantized caches (int8; float8_e5m2/float8_e4m3fn): ``cache = saturate(round_half_even(
+    value * scale + offset))`` from the float32 value, with ``k_rope_scale``/``k_rope_offset``
+    for k_cache and ``c_kv_scale``/``c_kv_offset`` for ckv_cache (offset optional); float8
+    rounds to nearest even and saturates.  Either cache may be quantized on its own.
+
+    Parameters
+    ----------
+    kv : Tensor
+        ``[B, 1, S, Dv + Dk]``, float16 or bfloat16 (float32 accepted outside strict mode).
+    gamma : Tensor
+        ``[Dv]``, kv's dtype.
+    cos, sin : Tensor
+        ``[B, 1, S, Dk]`` or ``[B, 1, 1, Dk]``, kv's dtype.
+    index : Tensor
+        int64; shape and meaning per cache_mode (table above).
+    k_cache, ckv_cache : Tensor
+        Written in place.  kv's dtype, or int8 / float8 (quantized; float8 on the 950 only).
+    k_rope_scale, c_kv_scale : Tensor, optional
+        float32 ``[1, Dk]``/``[Dk]``/``[1]`` (resp. Dv): required for a quantized cache,
+        ignored for a float one (the torch_npu doc example passes both with one float cache).
+    k_rope_offset, c_kv_offset : Tensor, optional
+        float32, same shapes: asymmetric quantization (950 only; A2/A3 do not support it).
+    v : Tensor, optional
+        Only None: the aclnnKvRmsNormRopeCacheV2 path it selects is not emulated.
+    epsilon : float
+        Added to the mean of squares (default 1e-5).
+    cache_mode : str
+        'Norm' (default), 'PA', 'PA_BNSD', 'PA_NZ', 'PA_BLK_BNSD' or 'PA_BLK_NZ'.
+    is_output_kv : bool
+        Return ``k_embed`` and ``y`` (rounded to kv's dtype, not quantized).
+
+    Returns
+    -------
+    (k_cache, ckv_cache, k_embed_out, y_out)
+        The caches (the input tensors, updated in place), ``[B, 1, S, Dk]`` and
+        ``[B, 1, S, Dv]`` in kv's dtype.  With ``is_output_kv=False`` the last two are zeros
+        (the NPU leaves them uninitialized).
+
+    Constraints
+    -----------
+    N = 1; Dk even; Dk + Dv = D; NZ modes: Dk and Dv multiples of 32 bytes of their cache
+    dtype; paged modes: BlockSize a multiple of 32 bytes of each cache dtype; Norm:
+    Scache >= S, Bcache >= B.  The torch_npu doc's ``block_num >= ceil(S / BlockSize) * B``
+    is not enforced (the aclnn doc sets no limit; vllm-ascend's ``kv [T, 1, 1, D]`` calls
+    would break it); the index range checks keep every write inside the cache.  index values in [-1, Scache)
+    (Norm) or [-1, BlockNum * BlockSize) (paged), no repeats (Norm: within a batch; PA_BLK:
+    value // BlockSize).  Index values are checked before anything is written (IndexError /
+    ValueError) and a failed call leaves both caches untouched; the NPU does not check them.
+    Strict mode: A2/A3 (torch_npu doc: float16/bfloat16, int8 caches, no offsets) and the 950
+    (aclnn doc, seed 002: also float8 caches and offsets).  hifloat8 caches
+    (``k_cache_dtype=torch_npu.hifloat8`` in v2) raise NotImplementedError.
+
+    Notes
+    -----
+    Sources: seed 002 (aclnnKvRmsNormRopeCache: formulas, shapes, constraints, quantization
+    cases); op-plugin ``docs/zh/custom_APIs/torch_npu/torch_npu-npu_kv_rmsnorm_rope_cache.md``
+    (cache modes, NZ arrangement, offsets unsupported on A2/A3) and
+    ``test/test_custom_ops/test_npu_kv_rms_norm_rope_cache.py`` (the golden: norm and RoPE in
+    float32, quantization ``clip(round(value * scale))`` from the unrounded float32 value --
+    scale multiplies -- PA_BLK offsets ``s % BlockSize`` in page ``index // BlockSize``, the
+    4-D NZ cache reinterpreted as ``[nb, 1, D // d0, bs, d0]``);
+    ``op_plugin/ops/opapi/KvRmsNormRopeCacheNpuOpApi.cpp`` (v1 returns the cache tensors,
+    v2 returns only the outputs, v2_functional clones the caches first).  Where the sources
+    differ: the NZ row width follows each cache's own dtype (the golden picks 32 for both
+    caches when quantizing; the aclnn doc ties alignment to each cache's dtype); quantization
+    is accepted in every cache mode (aclnn doc; the torch_npu doc mentions the NZ case only);
+    the asymmetric formula ``value * scale + offset`` is the usual CANN convention, not
+    spelled out by either doc.  RoPE here is "de-interleave, then rotate halves" (seed 002's
+    formula), so the cached k is in de-interleaved order.
+
+    Examples
+    --------
+    >>> kv = torch.randn(2, 1, 1, 576, dtype=torch.float16)
+    >>> gamma = torch.ones(512, dtype=torch.float16)
+    >>> cos = torch.ones(2, 1, 1, 64, dtype=torch.float16); sin = torch.zeros_like(cos)
+    >>> kc = torch.zeros(4, 16, 1, 64, dtype=torch.float16)
+    >>> cc = torch.zeros(4, 16, 1, 512, dtype=torch.float16)
+    >>> _ = npu_anywhere.npu_kv_rmsnorm_rope_cache(kv, gamma, cos, sin, torch.tensor([3, -1]),
+    ...                                            kc, cc, cache_mode="PA_BNSD")
+"""
+
+npu_kv_rmsnorm_rope_cache_v2.__doc__ = """In-place :func:`npu_kv_rmsnorm_rope_cache` that
+    returns only ``(k_embed_out, y_out)`` (``torch_npu.npu_kv_rmsnorm_rope_cache_v2``).
+
+    ``k_cache_dtype`` / ``ckv_cache_dtype`` (torch_npu dtype codes) reinterpret a cache's
+    storage, e.g. a uint8 cache holding float8_e4m3fn values; hifloat8 raises
+    NotImplementedError.  Everything else as :func:`npu_kv_rmsnorm_rope_cache`.
+"""
+
+npu_kv_rmsnorm_rope_cache_v2_functional.__doc__ = """Out-of-place
+    :func:`npu_kv_rmsnorm_rope_cache_v2`: returns ``(k_embed_out, y_out, k_cache, ckv_cache)``
+    with new caches (clones of the inputs, updated) and leaves the inputs untouched.
+"""
+
+TORCH_NPU_FUNCTIONS = {
+    "npu_kv_rmsnorm_rope_cache": npu_kv_rmsnorm_rope_cache,
+    "npu_kv_rmsnorm_rope_cache_v2": npu_kv_rmsnorm_rope_cache_v2,
+    "npu_kv_rmsnorm_rope_cache_v2_functional": npu_kv_rmsnorm_rope_cache_v2_functional,
+}

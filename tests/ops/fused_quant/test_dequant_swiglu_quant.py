@@ -1,0 +1,297 @@
+"""npu_dequant_swiglu_quant against float64 goldens of the doc formula::
+
+    d = (x + bias) * weight_scale[g] * activation_scale[r];   act = swiglu(d)  (mode 0 / 1 / 2)
+    static: y = rint(act / quant_scale[g] + quant_offset[g]), scale 0
+    dynamic: t = act * quant_scale[g], scale = max|t| / 127, y = rint(t * 127 / max|t|)
+
+saturated to int8, NaN -> 0, groups given as token counts.  The library computes in float32:
+random inputs are compared with |diff| <= 1 on a small fraction of elements; exact expectations
+use inputs whose intermediates are exact (a gate of 1024: swish(1024) == 1024 in float32 and
+float64; power-of-two scales).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import npu_anywhere as na
+
+F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
+I32, I64 = torch.int32, torch.int64
+OPF = na.npu_dequant_swiglu_quant
+
+
+def make(shape, dtype=F32, seed=0, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g, dtype=F64) * scale).to(dtype)
+
+
+def ints(shape, seed=0, lo=-10, hi=10):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(lo, hi, shape, generator=g, dtype=I32)
+
+
+def golden(x, ws=None, acts=None, bias=None, qs=None, qo=None, gi=None, left=False, mode=0,
+           swiglu_mode=0, limit=7.0, alpha=1.702, gbias=1.0):
+    xd = x.reshape(-1, x.shape[-1])
+    m, d = xd.shape
+    h = d // 2
+    counts = [m] if gi is None else gi.tolist()
+    y = torch.zeros(m, h, dtype=F64)
+    scale = torch.zeros(m, dtype=F64)
+    sig = lambda v: 1.0 / (1.0 + torch.exp(-v))
+    begin = 0
+    for g, c in enumerate(counts):
+        rows = slice(begin, begin + c)
+        v = xd[rows]
+        if x.dtype == I32:
+            if bias is not None:
+                b = bias if bias.dim() == 1 else bias[g]
+                v = v.long() + b.long()
+            v = v.double()
+            if ws is not None:
+                v = v * (ws if ws.dim() == 1 else ws[g]).double()
+            if acts is not None:
+                v = v * acts.reshape(-1, 1)[rows].double()
+        else:
+            v = v.double()
+        if swiglu_mode == 0:
+            a, b2 = v[:, :h], v[:, h:]
+            act = a * sig(a) * b2 if left else a * b2 * sig(b2)
+        else:
+            if swiglu_mode == 1:
+                gate, lin = v[:, 0::2], v[:, 1::2]
+            else:
+                gate, lin = (v[:, :h], v[:, h:]) if left else (v[:, h:], v[:, :h])
+            gate = gate.clamp(max=limit)
+            lin = lin.clamp(-limit, limit)
+            act = gate * sig(alpha * gate) * (lin + gbias)
+        if mode == 0:
+            t = act
+            if qs is not None:
+                t = t / (qs[g] if qs.dim() == 2 else qs[g].expand(h)).double()
+            if qo is not None:
+                t = t + (qo[g] if qo.dim() == 2 else qo[g].expand(h)).double()
+        else:
+            t = act if qs is None else act * (qs if qs.dim() == 1 else qs[g]).double()
+            mx = t.abs().amax(-1)
+            scale[rows] = mx / 127
+            t = t * (127 / mx)[:, None]
+        y[rows] = torch.nan_to_num(torch.round(t).clamp(-128, 127), nan=0.0)
+        begin += c
+    return y.reshape(*x.shape[:-1], h), scale.reshape(x.shape[:-1])
+
+
+def close_ints(got, want, frac=1e-3):
+    diff = (got.double() - want).abs()
+    assert diff.max() <= 1
+    assert (diff > 0).double().mean() <= frac
+
+
+@pytest.mark.parametrize("swiglu_mode", [0, 1, 2])
+@pytest.mark.parametrize("left", [False, True])
+@pytest.mark.parametrize("mode", [0, 1])
+def test_int32_random_matches_golden(swiglu_mode, left, mode):
+    x = ints((9, 32), 1)
+    ws = torch.rand(1, 32) * 0.2
+    acts = torch.rand(9, 1) + 0.5
+    bias = ints((32,), 2, -3, 3)
+    qs = torch.rand(1, 16) * 0.5 + 0.05
+    qo = make((1, 16), F32, 3) if mode == 0 else None
+    before = [t.clone() for t in (x, ws, acts, bias, qs)]
+    y, scale = OPF(x, weight_scale=ws, activation_scale=acts, bias=bias, quant_scale=qs,
+                   quant_offset=qo, activate_left=left, quant_mode=mode,
+                   swiglu_mode=swiglu_mode)
+    want, wscale = golden(x, ws, acts, bias, qs, qo, left=left, mode=mode,
+                          swiglu_mode=swiglu_mode)
+    assert y.dtype == torch.int8 and y.shape == (9, 16)
+    assert scale.dtype == F32 and scale.shape == (9,)
+    close_ints(y, want, frac=0.02)
+    torch.testing.assert_close(scale.double(), wscale, rtol=1e-5, atol=0)
+    for a, b in zip(before, (x, ws, acts, bias, qs)):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+@pytest.mark.parametrize("mode", [0, 1])
+def test_float_x_matches_golden(dtype, mode):
+    x = make((7, 3, 12), dtype, 4, 2.0)
+    qs = torch.rand(1, 6) + 0.5
+    y, scale = OPF(x, quant_scale=qs, quant_mode=mode)
+    want, wscale = golden(x, qs=qs, mode=mode)
+    assert y.shape == (7, 3, 6) and scale.shape == (7, 3)
+    close_ints(y, want, frac=0.02)
+    torch.testing.assert_close(scale.double(), wscale, rtol=1e-5, atol=0)
+
+
+def test_dynamic_exact_ties_and_scale():
+    # activate_left=False: act = A * swish(B); B = 1024 -> act = 1024 * A; quant_scale 1/1024.
+    a = torch.tensor([127.0, 63.5, 62.5, -0.5, 1.5, 2.5, -2.5, 0.0])
+    x = torch.cat([a, torch.full((8,), 1024.0)])[None].to(BF16)
+    y, scale = OPF(x, quant_scale=torch.full((1, 8), 1 / 1024), quant_mode=1)
+    assert y.tolist() == [[127, 64, 62, 0, 2, 2, -2, 0]]
+    assert scale.item() == 1.0                                   # max / 127
+
+
+def test_static_int32_ties_saturation_and_int32_bias_order():
+    # x + bias in int32, then * 2**-k: exact.  act = A * 1024 with B = 1024 (after the scales).
+    a = torch.tensor([1, 3, 5, -1, -3, -5, 300, -300], dtype=I32)
+    x = torch.cat([a, torch.full((8,), 2048, dtype=I32)])[None]
+    ws = torch.full((16,), 0.5)
+    bias = torch.cat([torch.zeros(8, dtype=I32), torch.zeros(8, dtype=I32)])
+    qs = torch.tensor([1024.0])                                   # per-tensor, divided
+    y, scale = OPF(x, weight_scale=ws, bias=bias, quant_scale=qs, quant_offset=torch.zeros(1))
+    # t = A * 0.5: 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 150, -150
+    assert y.tolist() == [[0, 2, 2, 0, -2, -2, 127, -128]]
+    assert scale.tolist() == [0.0]
+
+
+def test_round_modes_int8():
+    a = torch.tensor([2.5, -2.5, 1.5, -1.5, 0.25, -0.75, 3.0, 0.0])
+    x = torch.cat([a, torch.full((8,), 1024.0)])[None]
+    kw = dict(quant_scale=torch.full((1,), 1024.0), quant_offset=torch.zeros(1))
+    want = {0: [2, -2, 2, -2, 0, -1, 3, 0], 1: [3, -3, 2, -2, 0, -1, 3, 0],
+            2: [2, -3, 1, -2, 0, -1, 3, 0], 3: [3, -2, 2, -1, 1, 0, 3, 0],
+            4: [2, -2, 1, -1, 0, 0, 3, 0]}
+    for mode, w in want.items():
+        y, _ = OPF(x, round_mode=mode, **kw)
+        assert y.tolist() == [w], mode
+
+
+def test_float8_output():
+    a = torch.tensor([1.0, -2.0, 1000.0, -1000.0])
+    x = torch.cat([a, torch.full((4,), 1024.0)])[None]
+    y, _ = OPF(x, quant_scale=torch.full((1,), 1024.0), quant_offset=torch.zeros(1),
+               dst_type=292)
+    assert y.dtype == torch.float8_e4m3fn
+    assert y.float().tolist() == [[1.0, -2.0, 448.0, -448.0]]
+
+
+@pytest.mark.parametrize("gi_dtype", [I64, I32])
+def test_group_index_counts_with_empty_groups(gi_dtype):
+    x = ints((10, 16), 5)
+    ws = torch.rand(4, 16) * 0.2
+    acts = torch.rand(10) + 0.5
+    qs = torch.rand(4, 8) + 0.5
+    gi = torch.tensor([3, 0, 4, 0], dtype=gi_dtype)       # rows 7-9 in no group
+    y, scale = OPF(x, weight_scale=ws, activation_scale=acts, quant_scale=qs, group_index=gi,
+                   quant_mode=1, activate_left=True)
+    want, wscale = golden(x, ws, acts, qs=qs, gi=gi, left=True, mode=1)
+    close_ints(y, want, frac=0.03)
+    torch.testing.assert_close(scale.double(), wscale, rtol=1e-5, atol=0)
+    assert torch.equal(y[7:], torch.zeros(3, 8, dtype=torch.int8))
+
+
+def test_group_index_static_per_tensor_outside_strict():
+    x = ints((6, 8), 6)
+    ws = torch.rand(2, 8)
+    qs = torch.tensor([0.25, 4.0])
+    qo = torch.tensor([1.0, -2.0])
+    gi = torch.tensor([2, 4])
+    y, _ = OPF(x, weight_scale=ws, quant_scale=qs, quant_offset=qo, group_index=gi)
+    want, _ = golden(x, ws, qs=qs, qo=qo, gi=gi)
+    close_ints(y, want, frac=0.05)
+
+
+def test_zero_row_odd_sizes_noncontiguous_float64():
+    x = ints((5, 2, 14), 7).transpose(0, 1)              # (2, 5, 14), non-contiguous
+    x[1, 2] = 0
+    assert not x.is_contiguous()
+    ws = torch.rand(14, dtype=F64)
+    y, scale = OPF(x, weight_scale=ws, quant_mode=1)
+    want, wscale = golden(x, ws, mode=1)
+    assert torch.equal(y.double(), want)
+    assert scale[1, 2].item() == 0 and torch.equal(y[1, 2], torch.zeros(7, dtype=torch.int8))
+    torch.testing.assert_close(scale.double(), wscale)
+
+
+def test_seed_example_shapes_clamped_variant():
+    x = ints((4, 6), 8)
+    ws = torch.rand(1, 6)
+    acts = torch.rand(4, 1)
+    qs = torch.rand(1, 3) + 0.5
+    y, scale = OPF(x, weight_scale=ws, activation_scale=acts, quant_scale=qs,
+                   group_index=torch.tensor([4]), activate_left=True, quant_mode=1,
+                   swiglu_mode=1, clamp_limit=0.5, glu_alpha=2.0, glu_bias=0.25)
+    want, wscale = golden(x, ws, acts, qs=qs, gi=torch.tensor([4]), mode=1, swiglu_mode=1,
+                          limit=0.5, alpha=2.0, gbias=0.25)
+    close_ints(y, want, frac=0.1)
+    torch.testing.assert_close(scale.double(), wscale, rtol=1e-5, atol=0)
+
+
+def test_no_autograd():
+    x = make((2, 8), F32, 1).requires_grad_()
+    with pytest.raises(RuntimeError, match="npu_dequant_swiglu_quant: expected inputs that do"):
+        OPF(x)
+
+
+@pytest.mark.parametrize("kw,error,match", [
+    (dict(x=ints((8,))), ValueError, "expected x a tensor with at least 2 dims"),
+    (dict(x=ints((2, 7))), ValueError, "expected x an even last dim"),
+    (dict(x=torch.ones(2, 8, dtype=torch.int8)), TypeError, "expected x dtype in"),
+    (dict(quant_mode=2), ValueError, "expected quant_mode one of"),
+    (dict(swiglu_mode=3), ValueError, "expected swiglu_mode one of"),
+    (dict(clamp_limit=0.0), ValueError, "expected clamp_limit a positive finite"),
+    (dict(glu_alpha=float("inf")), ValueError, "expected glu_alpha a finite"),
+    (dict(glu_bias=float("nan")), ValueError, "expected glu_bias a finite"),
+    (dict(round_mode=5), ValueError, "expected round_mode one of"),
+    (dict(dst_type=3), ValueError, "expected dst_type one of"),
+    (dict(dst_type=290), NotImplementedError, "expected dst_type a format"),
+    (dict(dst_type=296), NotImplementedError, "expected dst_type a format"),
+    (dict(activate_dim=0), NotImplementedError, "expected activate_dim the last dim"),
+    (dict(activate_dim=2), ValueError, "expected activate_dim in"),
+    (dict(weight_scale=torch.ones(1, 6)), RuntimeError, "expected weight_scale shape"),
+    (dict(weight_scale=torch.ones(1, 8, dtype=F16)), TypeError,
+     "expected weight_scale dtype in"),
+    (dict(activation_scale=torch.ones(3, 1)), RuntimeError, "expected activation_scale shape"),
+    (dict(x=make((2, 8), F16), activation_scale=torch.ones(2, 1)), ValueError,
+     "expected activation_scale None when x is not int32"),
+    (dict(x=make((2, 8), BF16), bias=torch.ones(8, dtype=I32)), ValueError,
+     "expected bias None when x is not int32"),
+    (dict(bias=torch.ones(8, dtype=torch.int8)), TypeError, "expected bias dtype in"),
+    (dict(quant_scale=torch.ones(1, 3), quant_mode=1), RuntimeError,
+     "expected quant_scale shape"),
+    (dict(quant_scale=torch.ones(2)), RuntimeError, "expected quant_scale shape"),
+    (dict(quant_offset=torch.ones(1, 5)), RuntimeError, "expected quant_offset shape"),
+    (dict(group_index=torch.tensor([1.0])), TypeError, "expected group_index dtype in"),
+    (dict(group_index=torch.ones(1, 1, dtype=I64)), ValueError,
+     "expected group_index a 1-D tensor"),
+    (dict(weight_scale=torch.ones(1, 8), group_index=torch.tensor([1, 1])), RuntimeError,
+     "expected weight_scale shape"),
+])
+def test_bad_inputs(kw, error, match):
+    args = dict(x=ints((2, 8)))
+    args.update(kw)
+    x = args.pop("x")
+    with pytest.raises(error, match="npu_dequant_swiglu_quant: " + match):
+        OPF(x, **args)
+
+
+def test_strict_rules():
+    x = ints((2, 128))
+    ws = torch.ones(1, 128)
+    with na.strict("A2"):
+        OPF(x, weight_scale=ws, quant_mode=1)
+        with pytest.raises(ValueError, match="expected weight_scale a tensor when x is int32"):
+            OPF(x)
+        with pytest.raises(TypeError, match="expected x dtype in"):
+            OPF(make((2, 8), F32))
+        with pytest.raises(ValueError, match="expected quant_mode 1 .dynamic. when group"):
+            OPF(x, weight_scale=ws, group_index=torch.tensor([2]))
+        with pytest.raises(ValueError, match="expected x H = x.shape"):
+            OPF(ints((2, 16)), weight_scale=torch.ones(1, 16), group_index=torch.tensor([2]),
+                quant_mode=1)
+        with pytest.raises(ValueError, match="expected dst_type torch.int8 on A2"):
+            OPF(x, weight_scale=ws, dst_type=291)
+        with pytest.raises(ValueError, match="expected round_mode None or 0"):
+            OPF(x, weight_scale=ws, round_mode=1)
+        with pytest.raises(TypeError, match="expected bias dtype in"):
+            OPF(x, weight_scale=ws, bias=torch.ones(128))
+        with pytest.raises(TypeError, match="expected quant_scale float32 in static"):
+            OPF(x, weight_scale=ws, quant_scale=torch.ones(1, 64, dtype=F16))
+        OPF(x, weight_scale=ws, group_index=torch.tensor([2]), quant_mode=1)
+    with na.strict("310P"), pytest.raises(RuntimeError, match="expected a product"):
+        OPF(x, weight_scale=ws)
+    with na.strict("950"):
+        OPF(x, weight_scale=ws, dst_type=291, bias=torch.ones(128))

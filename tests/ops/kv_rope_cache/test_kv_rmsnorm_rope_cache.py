@@ -1,0 +1,423 @@
+"""npu_kv_rmsnorm_rope_cache (+ _v2 in place, + _v2_functional) against float64 goldens written
+from the documentation.
+
+Spec (seed 002 aclnnKvRmsNormRopeCache; op-plugin torch_npu-npu_kv_rmsnorm_rope_cache.md and
+test_npu_kv_rms_norm_rope_cache.py)::
+
+    y       = kv[..., :Dv] / sqrt(mean(kv[..., :Dv]^2) + eps) * gamma       -> ckv_cache
+    x       = kv[..., Dv:];  k = cat(x[0::2], x[1::2])
+    k_embed = k * cos + cat(-k[Dk/2:], k[:Dk/2]) * sin                     -> k_cache
+    quantized cache: clip(round_half_even(value * scale + offset)) (int8), float8 RNE
+    Norm: cache[b, 0, index[b, s]];  PA/PA_BNSD/PA_NZ: slot index[b*S+s];
+    PA_BLK_*: block index[b*P + s//bs] // bs, offset s % bs;  -1 skips
+    NZ: cache memory = [nb, 1, D // ld, bs, ld], ld = 32 // element size
+
+Goldens are Python loops over tokens in float64; caches start filled with a sentinel so that
+every slot the call does not name is checked unchanged, bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import npu_anywhere as na
+from npu_anywhere import dtypes as npu_dtypes
+from npu_anywhere import targets
+
+OP = "npu_kv_rmsnorm_rope_cache: expected"
+_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32}
+SENT = {torch.float16: 9.0, torch.bfloat16: 9.0, torch.float32: 9.0, torch.int8: 77,
+        torch.float8_e4m3fn: 9.0, torch.float8_e5m2: 9.0}
+
+
+def bits(t):
+    return t.view(_INT[t.element_size()])
+
+
+def golden_rows(kv, gamma, cos, sin, eps):
+    """(k_embed, y) float64 [B, 1, S, Dk] / [B, 1, S, Dv], straight from the doc formulas."""
+    kv, gamma, cos, sin = (t.double() for t in (kv, gamma, cos, sin))
+    dv = gamma.shape[0]
+    x = kv[..., :dv]
+    rms = torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
+    y = x / rms * gamma
+    r = kv[..., dv:]
+    x1, x2 = r[..., ::2], r[..., 1::2]
+    k = torch.cat((x1, x2), -1) * cos.expand(*r.shape[:3], -1) + \
+        torch.cat((-x2, x1), -1) * sin.expand(*r.shape[:3], -1)
+    return k, y
+
+
+def quant_golden(v, dtype, scale, offset):
+    """float64 -> cache dtype following the doc rounding (computed here, not by the library)."""
+    if scale is None:
+        return v.to(dtype)
+    q = v * scale.double().reshape(-1)
+    if offset is not None:
+        q = q + offset.double().reshape(-1)
+    if dtype == torch.int8:
+        return torch.round(q).clamp(-128, 127).to(torch.int8)
+    lim = 448.0 if dtype == torch.float8_e4m3fn else 57344.0
+    return q.clamp(-lim, lim).to(torch.float32).to(dtype)
+
+
+def dests(mode, index, b, s, bs):
+    """[(token (b, s), destination)] per the doc: (batch, pos) for Norm, else (block, offset)."""
+    out = []
+    for bi in range(b):
+        for si in range(s):
+            if mode == "Norm":
+                p = int(index[bi, si])
+                if p >= 0:
+                    out.append(((bi, si), (bi, p)))
+            elif mode in ("PA_BLK_BNSD", "PA_BLK_NZ"):
+                pages = math.ceil(s / bs)
+                st = int(index[bi * pages + si // bs])
+                if st >= 0:
+                    out.append(((bi, si), (st // bs, si % bs)))
+            else:
+                p = int(index[bi * s + si])
+                if p >= 0:
+                    out.append(((bi, si), (p // bs, p % bs)))
+    return out
+
+
+def expected_cache(cache, rows, mode, index, b, s, quant):
+    """(expected cache, written mask) for one cache; rows [B, 1, S, D] in the cache dtype."""
+    exp = cache.clone()
+    mask = torch.zeros(cache.shape, dtype=torch.bool)
+    nz = mode in ("PA_NZ", "PA_BLK_NZ")
+    if mode == "Norm":
+        bs = None
+    else:
+        bs = cache.shape[1]
+    d = cache.shape[-1]
+    ld = 32 // cache.element_size()
+    view_e = exp.view(cache.shape[0], 1, d // ld, bs, ld) if nz else exp
+    view_m = mask.view(cache.shape[0], 1, d // ld, bs, ld) if nz else mask
+    for (bi, si), (x, y) in dests(mode, index, b, s, bs):
+        row = rows[bi, 0, si]
+        if mode == "Norm":
+            view_e[x, 0, y] = row
+            view_m[x, 0, y] = True
+        elif nz:
+            view_e[x, 0, :, y, :] = row.reshape(-1, ld)
+            view_m[x, 0, :, y, :] = True
+        else:
+            view_e[x, y, 0] = row
+            view_m[x, y, 0] = True
+    return exp, mask
+
+
+def make(b=2, s=3, dv=32, dk=16, dtype=torch.float16, mode="PA_BNSD", nb=None, bs=16,
+         k_dtype=None, c_dtype=None, cos_one=False, skip=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    kv = (torch.randn(b, 1, s, dv + dk, generator=g) * 2).to(dtype)
+    gamma = (torch.rand(dv, generator=g) + 0.5).to(dtype)
+    cs = (1, 1) if cos_one else (s, 1)
+    cos = torch.randn(b, 1, cs[0], dk, generator=g).to(dtype)
+    sin = torch.randn(b, 1, cs[0], dk, generator=g).to(dtype)
+    k_dtype, c_dtype = k_dtype or dtype, c_dtype or dtype
+    if mode == "Norm":
+        sc = s + 3
+        kc = torch.full((b + 1, 1, sc, dk), SENT[k_dtype]).to(k_dtype)
+        cc = torch.full((b + 1, 1, sc, dv), SENT[c_dtype]).to(c_dtype)
+        index = torch.stack([torch.randperm(sc, generator=g)[:s] for _ in range(b)])
+        if skip:
+            index[0, 0] = -1
+    else:
+        pages = math.ceil(s / bs)
+        nb = nb or b * pages + 2
+        kc = torch.full((nb, bs, 1, dk), SENT[k_dtype]).to(k_dtype)
+        cc = torch.full((nb, bs, 1, dv), SENT[c_dtype]).to(c_dtype)
+        if mode in ("PA_BLK_BNSD", "PA_BLK_NZ"):
+            index = torch.randperm(nb, generator=g)[:b * pages] * bs
+        else:
+            index = torch.randperm(nb * bs, generator=g)[:b * s]
+        if skip:
+            index[0] = -1
+    return kv, gamma, cos, sin, index.to(torch.int64), kc, cc
+
+
+def check_result(args, out_caches, outs, mode, eps=1e-5, scales=(None, None),
+                 offsets=(None, None), is_output_kv=True):
+    kv, gamma, cos, sin, index, kc0, cc0 = args
+    b, _, s, _ = kv.shape
+    k64, y64 = golden_rows(kv, gamma, cos, sin, eps)
+    for cache0, cache, rows, scale, offset in ((kc0, out_caches[0], k64, scales[0], offsets[0]),
+                                               (cc0, out_caches[1], y64, scales[1], offsets[1])):
+        quant = cache0.dtype in (torch.int8, torch.float8_e4m3fn, torch.float8_e5m2)
+        want_rows = quant_golden(rows, cache0.dtype, scale if quant else None, offset)
+        exp, mask = expected_cache(cache0, want_rows, mode, index, b, s, quant)
+        assert mask.any()
+        # every slot not named: unchanged, bit for bit
+        assert torch.equal(bits(cache)[~mask], bits(cache0)[~mask])
+        if cache0.dtype == torch.int8:
+            pre = rows * scale.double().reshape(-1) + (0 if offset is None else
+                                                      offset.double().reshape(-1))
+            near_tie = ((pre - pre.floor()) - 0.5).abs() < 1e-3
+            _, tie_mask = expected_cache(torch.zeros_like(cache0, dtype=torch.int8).view(torch.int8),
+                                         near_tie.to(torch.int8), mode, index, b, s, True)
+            diff = (cache.to(torch.int32) - exp.to(torch.int32)).abs()
+            ok = (diff == 0) | ((diff <= 1) & tie_mask.bool())
+            assert bool(ok[mask].all())
+        else:
+            tol = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2, torch.float32: 1e-5,
+                   torch.float8_e4m3fn: 0.13, torch.float8_e5m2: 0.26}[cache0.dtype]
+            torch.testing.assert_close(cache.float()[mask], exp.float()[mask], rtol=tol,
+                                       atol=tol)
+    if is_output_kv:
+        tol = 1.6e-2 if kv.dtype == torch.bfloat16 else 2e-3
+        torch.testing.assert_close(outs[0].double(), k64, rtol=tol, atol=tol)
+        torch.testing.assert_close(outs[1].double(), y64, rtol=tol, atol=tol)
+        assert outs[0].dtype == kv.dtype and outs[1].dtype == kv.dtype
+
+
+MODES = ["Norm", "PA", "PA_BNSD", "PA_NZ", "PA_BLK_BNSD", "PA_BLK_NZ"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_modes_float(mode, dtype):
+    args = make(dtype=dtype, mode=mode, s=19 if "BLK" in mode else 3, bs=16 if dtype != torch.float32 else 8)
+    kc0, cc0 = args[5].clone(), args[6].clone()
+    kv0 = args[0].clone()
+    kc, cc = args[5], args[6]
+    r = na.npu_kv_rmsnorm_rope_cache(*args[:5], kc, cc, cache_mode=mode, is_output_kv=True)
+    assert r[0] is kc and r[1] is cc
+    check_result(args[:5] + (kc0, cc0), (kc, cc), r[2:], mode)
+    assert torch.equal(args[0], kv0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_int8_both_caches(mode):
+    args = make(mode=mode, k_dtype=torch.int8, c_dtype=torch.int8, bs=32, dk=32,
+                s=37 if "BLK" in mode else 3)
+    ks, cs = torch.rand(32) * 20 + 1, torch.rand(32) * 20 + 1
+    kc0, cc0 = args[5].clone(), args[6].clone()
+    out = na.npu_kv_rmsnorm_rope_cache(*args, k_rope_scale=ks, c_kv_scale=cs, cache_mode=mode,
+                                       is_output_kv=True)
+    check_result(args[:5] + (kc0, cc0), out[:2], out[2:], mode, scales=(ks, cs))
+
+
+@pytest.mark.parametrize("k_dtype,c_dtype", [(torch.int8, torch.float16),
+                                             (torch.float16, torch.int8),
+                                             (torch.float8_e4m3fn, torch.float8_e5m2)])
+@pytest.mark.parametrize("mode", ["PA_BNSD", "PA_NZ", "Norm"])
+def test_mixed_and_float8(k_dtype, c_dtype, mode):
+    args = make(mode=mode, k_dtype=k_dtype, c_dtype=c_dtype, bs=32, dk=32)
+    ks, cs = torch.rand(1, 32) + 0.5, torch.rand(1) + 0.5
+    offs = (torch.randn(32), None)
+    kc0, cc0 = args[5].clone(), args[6].clone()
+    out = na.npu_kv_rmsnorm_rope_cache(*args, k_rope_scale=ks, c_kv_scale=cs,
+                                       k_rope_offset=offs[0], cache_mode=mode, is_output_kv=True)
+    check_result(args[:5] + (kc0, cc0), out[:2], out[2:], mode, scales=(ks, cs), offsets=offs)
+
+
+def test_rounding_ties_and_saturation_bit_exact():
+    # epsilon 0 and |x| constant: y = sign(x) * gamma exactly; cos 1, sin 0: k = de-interleaved x
+    dv, dk = 32, 32
+    kv = torch.ones(1, 1, 1, dv + dk, dtype=torch.float16)
+    kv[..., 1:dv:2] = -1
+    rope = torch.tensor([0.25, 0.75, 1.25, 2.5, -0.25, -0.75, -1.25, -2.5] * 4)
+    kv[..., dv:] = rope.to(torch.float16)
+    gamma = torch.tensor([0.25, 0.75, 1.25, 2.5, 100., 200., 0.5, 1.5] * 4, dtype=torch.float16)
+    cos = torch.ones(1, 1, 1, dk, dtype=torch.float16)
+    sin = torch.zeros_like(cos)
+    kc = torch.zeros(1, 32, 1, dk, dtype=torch.int8)
+    cc = torch.zeros(1, 32, 1, dv, dtype=torch.int8)
+    scale2 = torch.full((dk,), 2.0)
+    na.npu_kv_rmsnorm_rope_cache(kv, gamma, cos, sin, torch.tensor([5]), kc, cc,
+                                 k_rope_scale=scale2, c_kv_scale=torch.full((dv,), 2.0),
+                                 epsilon=0.0, cache_mode="PA_BNSD")
+    x1, x2 = rope[0::2], rope[1::2]
+    pre = torch.cat((x1, x2)) * 2           # exact ties .5, 1.5, 2.5, 5
+    half_even = {0.5: 0, 1.5: 2, 2.5: 2, 5.0: 5, -0.5: 0, -1.5: -2, -2.5: -2, -5.0: -5}
+    assert kc[0, 5, 0].tolist() == [half_even[float(v)] for v in pre]
+    y = gamma.double() * torch.tensor([1., -1.] * 16)
+    want = [max(-128, min(127, half_even.get(float(v), round(float(v)))))
+            for v in y * 2]
+    assert cc[0, 5, 0].tolist() == want      # 200 * 2 = 400 -> 127, -400 -> -128
+    assert cc[0, 5, 0].tolist()[4:6] == [127, -128]
+
+
+def test_v2_inplace_and_functional():
+    args = make(mode="PA_NZ", bs=16)
+    kc0, cc0 = args[5].clone(), args[6].clone()
+    k_rope, c_kv = na.npu_kv_rmsnorm_rope_cache_v2(*args, cache_mode="PA_NZ", is_output_kv=True)
+    check_result(args[:5] + (kc0, cc0), args[5:7], (k_rope, c_kv), "PA_NZ")
+    fresh = make(mode="PA_NZ", bs=16)
+    before = [t.clone() for t in fresh[5:7]]
+    f = torch.ops.npu.npu_kv_rmsnorm_rope_cache_v2_functional(*fresh, cache_mode="PA_NZ",
+                                                               is_output_kv=True)
+    assert torch.equal(fresh[5], before[0]) and torch.equal(fresh[6], before[1])
+    check_result(fresh[:5] + tuple(before), f[2:], f[:2], "PA_NZ")
+
+
+def test_v2_cache_dtype_override_float8_in_uint8():
+    args = make(mode="PA_BNSD", bs=32, k_dtype=torch.float8_e4m3fn)
+    kv, gamma, cos, sin, index, kc, cc = args
+    raw = kc.view(torch.uint8)
+    ks = torch.rand(16) + 0.5
+    na.npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, index, raw, cc, k_rope_scale=ks,
+                                    cache_mode="PA_BNSD", k_cache_dtype=npu_dtypes.FLOAT8_E4M3FN)
+    k64, _ = golden_rows(kv, gamma, cos, sin, 1e-5)
+    want = quant_golden(k64, torch.float8_e4m3fn, ks, None)
+    slot = int(index[1])
+    torch.testing.assert_close(kc[slot // 32, slot % 32, 0].float(), want[0, 0, 1].float(),
+                               rtol=0.13, atol=0.13)
+
+
+def test_5d_nz_cache_and_5d_equals_4d():
+    args = make(mode="PA_NZ", bs=16)
+    kv, gamma, cos, sin, index, kc, cc = args
+    kc5 = kc.clone().view(kc.shape[0], 1, 1, 16, 16)
+    cc5 = cc.clone().view(cc.shape[0], 1, 2, 16, 16)
+    na.npu_kv_rmsnorm_rope_cache(*args, cache_mode="PA_NZ")
+    na.npu_kv_rmsnorm_rope_cache(kv, gamma, cos, sin, index, kc5, cc5, cache_mode="PA_NZ")
+    assert torch.equal(bits(kc5.reshape(kc.shape)), bits(kc))
+    assert torch.equal(bits(cc5.reshape(cc.shape)), bits(cc))
+
+
+def test_noncontiguous_inputs_and_broadcast_cos():
+    args = make(mode="PA", cos_one=True, b=3, s=5)
+    kv, gamma, cos, sin, index, kc, cc = args
+    kv_nc = kv.transpose(2, 3).contiguous().transpose(2, 3)
+    assert not kv_nc.is_contiguous()
+    kc0, cc0 = kc.clone(), cc.clone()
+    out = na.npu_kv_rmsnorm_rope_cache(kv_nc, gamma, cos, sin, index, kc, cc, cache_mode="PA",
+                                       is_output_kv=True)
+    check_result((kv, gamma, cos, sin, index, kc0, cc0), out[:2], out[2:], "PA")
+
+
+def test_is_output_kv_false_and_one_token():
+    args = make(mode="PA_BNSD", b=1, s=1, skip=False)
+    out = na.npu_kv_rmsnorm_rope_cache(*args, cache_mode="PA_BNSD")
+    assert out[2].shape == (1, 1, 1, 16) and out[3].shape == (1, 1, 1, 32)
+    assert not out[2].any() and not out[3].any()
+
+
+def _bad(mode="PA_BNSD", **kw):
+    return make(mode=mode, **kw)
+
+
+@pytest.mark.parametrize("mode,mutate,err,msg", [
+    ("PA_BNSD", lambda a: a[4].__setitem__(2, 10 ** 6), IndexError, "index values in"),
+    ("PA_BNSD", lambda a: a[4].__setitem__(2, -2), IndexError, "index values in"),
+    ("PA_BNSD", lambda a: a[4].__setitem__(2, int(a[4][3])), ValueError, "index values that do"),
+    ("Norm", lambda a: a[4].__setitem__((1, 0), 99), IndexError, "index values in"),
+    ("Norm", lambda a: a[4].__setitem__((1, 0), int(a[4][1, 1])), ValueError, "index positions"),
+    ("PA_BLK_BNSD", lambda a: a[4].__setitem__(1, int(a[4][2]) + 1), ValueError,
+     "index values whose"),
+])
+def test_bad_index_values_modify_nothing(mode, mutate, err, msg):
+    args = list(_bad(mode, s=19 if "BLK" in mode else 3))
+    mutate(args)
+    kc0, cc0 = args[5].clone(), args[6].clone()
+    with pytest.raises(err, match=f"{OP} {msg}"):
+        na.npu_kv_rmsnorm_rope_cache(*args, cache_mode=mode)
+    assert torch.equal(args[5], kc0) and torch.equal(args[6], cc0)
+
+
+def test_bad_metadata():
+    a = list(_bad())
+    cases = [
+        (dict(cache_mode="BSND"), ValueError, "cache_mode one of"),
+        (dict(v=torch.zeros(2, 1, 3, 8, dtype=torch.float16)), NotImplementedError, "v None"),
+    ]
+    for kw, err, msg in cases:
+        with pytest.raises(err, match=f"{OP} {msg}"):
+            na.npu_kv_rmsnorm_rope_cache(*a, **kw)
+    with pytest.raises(TypeError, match=f"{OP} index dtype"):
+        na.npu_kv_rmsnorm_rope_cache(*a[:4], a[4].int(), *a[5:], cache_mode="PA_BNSD")
+    with pytest.raises(TypeError, match=f"{OP} gamma the same dtype"):
+        na.npu_kv_rmsnorm_rope_cache(a[0], a[1].float(), *a[2:], cache_mode="PA_BNSD")
+    with pytest.raises(TypeError, match=f"{OP} k_cache dtype"):
+        na.npu_kv_rmsnorm_rope_cache(*a[:5], a[5].float(), a[6], cache_mode="PA_BNSD")
+    with pytest.raises(ValueError, match=f"{OP} k_rope_scale a float32 tensor"):
+        na.npu_kv_rmsnorm_rope_cache(*a[:5], a[5].to(torch.int8), a[6], cache_mode="PA_BNSD")
+    # N != 1
+    kv2 = torch.cat([a[0], a[0]], 1)
+    with pytest.raises(ValueError, match=f"{OP} kv a head number"):
+        na.npu_kv_rmsnorm_rope_cache(kv2, *a[1:], cache_mode="PA_BNSD")
+    # odd Dk
+    with pytest.raises(ValueError, match=f"{OP} cos an even"):
+        na.npu_kv_rmsnorm_rope_cache(a[0][..., :47], a[1], a[2][..., :15], a[3][..., :15],
+                                     *a[4:], cache_mode="PA_BNSD")
+
+
+def test_bad_alignment_nz_and_block_size():
+    # Dk = 8 fp16 values = 16 bytes: not 32-byte aligned in an NZ mode
+    args = make(mode="PA_NZ", dk=8, dv=40, bs=16)
+    with pytest.raises(ValueError, match=f"{OP} k_cache a last dim whose bytes"):
+        na.npu_kv_rmsnorm_rope_cache(*args, cache_mode="PA_NZ")
+    # fine in PA_BNSD
+    na.npu_kv_rmsnorm_rope_cache(*make(mode="PA_BNSD", dk=8, dv=40, bs=16), cache_mode="PA_BNSD")
+    # BlockSize 16 with an int8 cache: needs 32
+    args = make(mode="PA_BNSD", bs=16, k_dtype=torch.int8)
+    with pytest.raises(ValueError, match=f"{OP} k_cache a BlockSize"):
+        na.npu_kv_rmsnorm_rope_cache(*args, k_rope_scale=torch.ones(16), cache_mode="PA_BNSD")
+    args = make(mode="PA_BNSD", bs=8)
+    with pytest.raises(ValueError, match=f"{OP} k_cache a BlockSize"):
+        na.npu_kv_rmsnorm_rope_cache(*args, cache_mode="PA_BNSD")
+
+
+def test_hifloat8_not_implemented():
+    args = make(mode="PA_BNSD", bs=32, k_dtype=torch.int8)
+    with pytest.raises(NotImplementedError, match=f"npu_kv_rmsnorm_rope_cache_v2: expected "
+                       "k_cache_dtype"):
+        na.npu_kv_rmsnorm_rope_cache_v2(*args, k_rope_scale=torch.ones(16), cache_mode="PA_BNSD",
+                                        k_cache_dtype=290)
+
+
+def test_strict_mode_rules():
+    args = make(mode="PA_BNSD", bs=32, k_dtype=torch.float8_e4m3fn)
+    with targets.strict("A2"):
+        with pytest.raises(TypeError, match=f"{OP} k_cache dtype"):
+            na.npu_kv_rmsnorm_rope_cache(*args, k_rope_scale=torch.ones(16), cache_mode="PA_BNSD")
+    args = make(mode="PA_BNSD", bs=32, k_dtype=torch.int8)
+    with targets.strict("A3"):
+        with pytest.raises(NotImplementedError, match=f"{OP} k_rope_offset None"):
+            na.npu_kv_rmsnorm_rope_cache(*args, k_rope_scale=torch.ones(16),
+                                         k_rope_offset=torch.ones(16), cache_mode="PA_BNSD")
+    with targets.strict("950"):
+        na.npu_kv_rmsnorm_rope_cache(*args, k_rope_scale=torch.ones(16),
+                                     k_rope_offset=torch.ones(16), cache_mode="PA_BNSD")
+    with targets.strict("910"):
+        with pytest.raises(Exception, match="npu_kv_rmsnorm_rope_cache"):
+            na.npu_kv_rmsnorm_rope_cache(*args, k_rope_scale=torch.ones(16),
+                                         cache_mode="PA_BNSD")
+    with targets.strict("A2"):
+        a = make(mode="PA_BNSD", dtype=torch.float32, bs=8)
+        with pytest.raises(TypeError, match=f"{OP} kv dtype"):
+            na.npu_kv_rmsnorm_rope_cache(*a, cache_mode="PA_BNSD")
+
+
+class _Biggest(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+@pytest.mark.parametrize("mode", ["PA_BNSD", "PA_NZ", "Norm"])
+def test_inplace_path_never_copies_the_cache(mode):
+    args = make(mode=mode, nb=400, s=2)
+    if mode == "Norm":
+        kv, gamma, cos, sin, index, _, _ = args
+        kc = torch.zeros(2, 1, 5000, 16, dtype=torch.float16)
+        cc = torch.zeros(2, 1, 5000, 32, dtype=torch.float16)
+        args = (kv, gamma, cos, sin, index, kc, cc)
+    with _Biggest() as m:
+        na.npu_kv_rmsnorm_rope_cache(*args, cache_mode=mode)
+    assert m.largest < args[5].numel() // 10
