@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import dispatch
 from ..ops.activation.swiglu import npu_swiglu
-from .registry import Case, register
+from .registry import Case, register, with_reference
 
 # name: (tokens T, intermediate size I); the input is (T, 2*I) = cat([gate, up], -1)
 PRESETS = {
@@ -26,11 +25,6 @@ def naive_swiglu(x):
 _compiled_swiglu = torch.compile(naive_swiglu, dynamic=False)
 
 
-def _reference_swiglu(x):
-    with dispatch.use_providers("reference"):
-        return npu_swiglu(x)
-
-
 def _swiglu_case(preset: str, dtype: torch.dtype) -> Case:
     tokens, inter = PRESETS[preset]
 
@@ -47,7 +41,7 @@ def _swiglu_case(preset: str, dtype: torch.dtype) -> Case:
         contenders={
             "naive": naive_swiglu,
             "compiled": _compiled_swiglu,
-            "reference": _reference_swiglu,
+            "reference": with_reference(npu_swiglu),
             "npu_anywhere": npu_swiglu,
         })
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import dispatch
 from ..ops.fused_quant.add_rms_norm_quant import npu_add_rms_norm_quant
-from .registry import Case, register
+from .registry import Case, register, with_reference
 
 # name: (tokens T, hidden H)
 PRESETS = {
@@ -33,11 +32,6 @@ def _fused(x1, x2, gamma, scales1, zero_points1):
     return npu_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, epsilon=EPS)
 
 
-def _reference(*args):
-    with dispatch.use_providers("reference"):
-        return _fused(*args)
-
-
 def _case(preset: str, dtype: torch.dtype) -> Case:
     t, h = PRESETS[preset]
 
@@ -59,7 +53,7 @@ def _case(preset: str, dtype: torch.dtype) -> Case:
         contenders={
             "naive": naive_add_rms_norm_quant,
             "compiled": _compiled,
-            "reference": _reference,
+            "reference": with_reference(_fused),
             "npu_anywhere": _fused,
         })
 

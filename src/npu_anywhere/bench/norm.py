@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from .. import dispatch
 from ..ops.norm.add_rms_norm import npu_add_rms_norm
 from ..ops.norm.rms_norm import npu_rms_norm
-from .registry import Case, register
+from .registry import Case, register, with_reference
 
 # name: (tokens T, hidden H)
 PRESETS = {
@@ -35,13 +34,6 @@ _compiled_rms_norm = torch.compile(naive_rms_norm, dynamic=False)
 _compiled_add_rms_norm = torch.compile(naive_add_rms_norm, dynamic=False)
 
 
-def _with_reference(fn):
-    def call(*args):
-        with dispatch.use_providers("reference"):
-            return fn(*args)
-    return call
-
-
 def _rms_norm(x, gamma):
     return npu_rms_norm(x, gamma, EPS)
 
@@ -67,7 +59,7 @@ def _rms_norm_case(preset: str, dtype: torch.dtype) -> Case:
         contenders={
             "naive": naive_rms_norm,
             "compiled": _compiled_rms_norm,
-            "reference": _with_reference(_rms_norm),
+            "reference": with_reference(_rms_norm),
             "npu_anywhere": _rms_norm,
         })
 
@@ -90,7 +82,7 @@ def _add_rms_norm_case(preset: str, dtype: torch.dtype) -> Case:
         contenders={
             "naive": naive_add_rms_norm,
             "compiled": _compiled_add_rms_norm,
-            "reference": _with_reference(_add_rms_norm),
+            "reference": with_reference(_add_rms_norm),
             "npu_anywhere": _add_rms_norm,
         })
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from .. import dispatch
 from ..ops.posembedding import (apply_rotary_pos_emb, npu_apply_rotary_pos_emb, npu_mrope,
                                 npu_rotary_mul)
-from .registry import Case, register
+from .registry import Case, register, with_reference
 
 # name: (B, S, Nq, Nk, D)
 PRESETS = {
@@ -46,13 +45,6 @@ _compiled_pair = torch.compile(naive_pair, dynamic=False)
 _compiled_rotary_mul = torch.compile(naive_rotary_mul, dynamic=False)
 
 
-def _with_reference(fn):
-    def call(*args):
-        with dispatch.use_providers("reference"):
-            return fn(*args)
-    return call
-
-
 def _pair_case(preset: str, dtype: torch.dtype) -> Case:
     b, s, nq, nk, d = PRESETS[preset]
 
@@ -71,7 +63,7 @@ def _pair_case(preset: str, dtype: torch.dtype) -> Case:
         contenders={
             "naive": naive_pair,
             "compiled": _compiled_pair,
-            "reference": _with_reference(apply_rotary_pos_emb),
+            "reference": with_reference(apply_rotary_pos_emb),
             "npu_anywhere": apply_rotary_pos_emb,
             "in_place": npu_apply_rotary_pos_emb,
         })
@@ -94,7 +86,7 @@ def _rotary_mul_case(preset: str, dtype: torch.dtype) -> Case:
         contenders={
             "naive": naive_rotary_mul,
             "compiled": _compiled_rotary_mul,
-            "reference": _with_reference(npu_rotary_mul),
+            "reference": with_reference(npu_rotary_mul),
             "npu_anywhere": npu_rotary_mul,
         })
 
@@ -155,7 +147,7 @@ def _mrope_case(preset: str, dtype: torch.dtype) -> Case:
         contenders={
             "naive": naive_mrope,
             "compiled": _compiled_mrope,
-            "reference": _with_reference(ours),
+            "reference": with_reference(ours),
             "npu_anywhere": ours,
         })
 

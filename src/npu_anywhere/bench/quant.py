@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import dispatch
 from ..ops.quant import npu_dynamic_quant
-from .registry import Case, register
+from .registry import Case, register, with_reference
 
 # name: (T tokens, H hidden)
 PRESETS = {
@@ -27,11 +26,6 @@ def naive_dynamic_quant(x):
 _compiled_dynamic_quant = torch.compile(naive_dynamic_quant, dynamic=False)
 
 
-def _reference(x):
-    with dispatch.use_providers("reference"):
-        return npu_dynamic_quant(x)
-
-
 def _case(preset: str, tokens: int, hidden: int, dtype: torch.dtype) -> Case:
     def make(device):
         gen = torch.Generator().manual_seed(0)
@@ -47,7 +41,7 @@ def _case(preset: str, tokens: int, hidden: int, dtype: torch.dtype) -> Case:
         contenders={
             "naive": naive_dynamic_quant,
             "compiled": _compiled_dynamic_quant,
-            "reference": _reference,
+            "reference": with_reference(npu_dynamic_quant),
             "npu_anywhere": npu_dynamic_quant,
         },
         tolerance={"naive": 1.0 / 64, "compiled": 1.0 / 64})

@@ -7,6 +7,8 @@ from typing import Any, Callable
 
 import torch
 
+from ..dispatch import use_providers
+
 
 @dataclass
 class Case:
@@ -29,6 +31,14 @@ class Case:
 
 
 CASES: list[Case] = []
+
+
+def with_reference(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` run with the reference provider forced: the eager oracle as a contender."""
+    def call(*args: Any) -> Any:
+        with use_providers("reference"):
+            return fn(*args)
+    return call
 
 
 def register(case: Case) -> Case:
