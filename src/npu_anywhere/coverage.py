@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import ops
 from .compat.shim import documented_ops
 from .library import REGISTRY
 
@@ -9,20 +10,23 @@ from .library import REGISTRY
 def rows() -> list[dict]:
     """One row per documented op plus every implemented op the docs do not list."""
     documented = documented_ops()
+    # Python-level helpers of torch_npu (no op schema, e.g. npu_format_cast) count as implemented.
+    functions = {**ops.TORCH_NPU_FUNCTIONS, **ops.CANN_FUNCTIONS}
     names = list(documented) + sorted(n for n, op in REGISTRY.items()
                                       if n not in documented and op.info.public)
     out = []
     for name in names:
         entry = documented.get(name, {})
         op = REGISTRY.get(name)
+        plain = op is None and name in functions
         out.append({
             "name": name,
             "api": entry.get("api", op.info.api if op else "?"),
             "family": entry.get("family", "-"),
-            "implemented": op is not None,
-            "namespace": op.namespace if op else "-",
+            "implemented": op is not None or plain,
+            "namespace": op.namespace if op else ("python" if plain else "-"),
             "providers": ", ".join(op.providers.names) if op and op.providers else
-                         ("composite" if op else "-"),
+                         ("composite" if op else ("python function" if plain else "-")),
             "autograd": op.autograd if op else "-",
             "fake": "yes" if op and op.has_fake else "-",
             "documented": name in documented,
