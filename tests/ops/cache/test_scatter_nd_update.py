@@ -10,33 +10,21 @@ from seed 004 (TensorFlow ScatterNdUpdate)::
 from __future__ import annotations
 
 import itertools
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 import npu_anywhere as na
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cache_helpers import bits, values  # noqa: E402
+
 OP = "npu_scatter_nd_update: expected"
 IOP = "npu_scatter_nd_update_: expected"
 DTYPES = [torch.float32, torch.float16, torch.bool, torch.bfloat16, torch.int64, torch.int8,
           torch.float8_e4m3fn, torch.float8_e5m2, torch.float64]
-_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def bits(t):
-    return t.contiguous().view(_INT[t.element_size()])
-
-
-def values(shape, dtype, seed):
-    gen = torch.Generator().manual_seed(seed)
-    ints = torch.randint(-30, 31, shape, generator=gen)
-    if dtype == torch.bool:
-        return ints > 0
-    if dtype.is_floating_point:
-        return (ints.to(torch.float32) / 4).to(dtype)
-    return ints.to(dtype)
-
-
 def distinct_indices(shape, lead, seed, dtype=torch.int64):
     """Distinct index tuples (the result is then independent of the write order)."""
     gen = torch.Generator().manual_seed(seed)

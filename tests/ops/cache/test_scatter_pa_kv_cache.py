@@ -18,11 +18,16 @@ that every slot the call does not name is checked unchanged, bit for bit.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import npu_anywhere as na
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cache_helpers import bits  # noqa: E402
 from npu_anywhere.ops.cache.paged import nd_to_nz, nz_to_nd
 from npu_anywhere.ops.cache.scatter_pa_kv_cache import scatter_pa_kv_cache_reference
 
@@ -30,14 +35,6 @@ OP = "npu_scatter_pa_kv_cache: expected"
 FOP = "npu_scatter_pa_kv_cache_functional: expected"
 ALL_DTYPES = [torch.float16, torch.float32, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
               torch.uint16, torch.int32, torch.uint32, torch.float8_e5m2, torch.float8_e4m3fn]
-_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def bits(t: torch.Tensor) -> torch.Tensor:
-    """A same-width integer view: comparisons are bit for bit (and work for every dtype)."""
-    return t.view(_INT[t.element_size()])
-
-
 def assert_bits_equal(actual, expected):
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     assert torch.equal(bits(actual.contiguous()), bits(expected.contiguous()))

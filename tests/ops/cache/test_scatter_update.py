@@ -11,33 +11,21 @@ element of updates with Python loops.
 from __future__ import annotations
 
 import itertools
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 import npu_anywhere as na
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cache_helpers import bits, values  # noqa: E402
+
 OP = "scatter_update: expected"
 IOP = "scatter_update_: expected"
 DTYPES = [torch.int8, torch.uint8, torch.float16, torch.float32, torch.int32, torch.bfloat16,
           torch.float8_e4m3fn, torch.float8_e5m2, torch.float64]
-_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def bits(t):
-    return t.contiguous().view(_INT[t.element_size()])
-
-
-def values(shape, dtype, seed):
-    gen = torch.Generator().manual_seed(seed)
-    ints = torch.randint(-30, 31, shape, generator=gen)
-    if dtype.is_floating_point:
-        return (ints.to(torch.float32) / 4).to(dtype)
-    if dtype == torch.uint8:
-        return (ints + 30).to(dtype)
-    return ints.to(dtype)
-
-
 def golden(data, indices, updates, axis):
     out = bits(data.clone()).clone()
     upd = bits(updates)
