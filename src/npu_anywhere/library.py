@@ -125,6 +125,7 @@ class NpuOp:
         lib.define(schema)
         self.packet = getattr(getattr(torch.ops, namespace), self.name)
         self.overload = self.packet.default
+        self._composite = composite
         if composite is not None:
             self.providers = None
             self.has_fake = True   # decomposes into ops that have fake kernels
@@ -226,6 +227,23 @@ class NpuOp:
         self.autograd = "no (raises)"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the op, as ``torch.ops.<ns>.<name>(...)`` would.
+
+        A plain eager call -- ordinary tensors, no gradient needed, no torch function or
+        dispatch mode, no functorch transform, no profiler, not traced by ``torch.compile`` --
+        runs the op's kernel (check, then provider) directly.  That is exactly what the
+        dispatcher would run for it, minus two trips between C++ and Python, which cost as much
+        as the arithmetic of a decode-sized call.  Every other call goes through the
+        dispatcher.
+        """
+        if _plain_eager(args, kwargs):
+            # A composite op's dispatcher entry is its Python function.
+            run = self._kernel if self._composite is None else self._composite
+            if torch._C._len_torch_function_stack():
+                # As under the dispatcher: a mode does not see the op's inner torch calls.
+                with torch._C.DisableTorchFunction():
+                    return run(*args, **kwargs)
+            return run(*args, **kwargs)
         return self.overload(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -249,6 +267,39 @@ def _signature(args: tuple, kwargs: dict) -> tuple:
     if kwargs:
         described += tuple((k, _describe(v)) for k, v in sorted(kwargs.items()))
     return (targets.current(), described)
+
+
+TRANSPARENT_FUNCTION_MODES: set[type] = set()
+"""TorchFunctionMode classes that leave our ops' arguments alone (the shim's device mode):
+eager calls made under them may still skip the dispatcher."""
+
+
+def _plain_eager(args: tuple, kwargs: dict) -> bool:
+    """True when the dispatcher would do nothing for this call but run our kernel."""
+    # is_compiling() first: Dynamo folds it to True and must not trace the rest.
+    if (torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack()
+            or torch._C._functorch.peek_interpreter_stack() is not None
+            or torch._C._autograd._profiler_enabled()):
+        return False
+    modes = torch._C._len_torch_function_stack()
+    if modes and not all(type(torch._C._get_function_stack_at(i)) in TRANSPARENT_FUNCTION_MODES
+                         for i in range(modes)):
+        return False
+    grad = torch.is_grad_enabled()
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, (list, tuple)):
+            if not all(_plain_value(v, grad) for v in value):
+                return False
+        elif not _plain_value(value, grad):
+            return False
+    return True
+
+
+def _plain_value(value: Any, grad: bool) -> bool:
+    """Not a tensor, or a plain ``torch.Tensor`` (no subclass) that needs no gradient."""
+    if not isinstance(value, torch.Tensor):
+        return True
+    return type(value) is torch.Tensor and not (grad and value.requires_grad)
 
 
 def _needs_grad(args: tuple, kwargs: dict) -> bool:

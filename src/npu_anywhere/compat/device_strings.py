@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from .. import library
 from .device import local_device
 
 _NPU = "npu"
@@ -58,6 +59,9 @@ def module_npu(self: torch.nn.Module, device: Any = None) -> torch.nn.Module:
     target = _map(device) if _is_npu(device) else local_device(index)
     return self.to(target)
 
+
+# The mode only rewrites device arguments, which our ops' eager fast path never takes.
+library.TRANSPARENT_FUNCTION_MODES.add(NpuDeviceMode)
 
 _mode: NpuDeviceMode | None = None
 

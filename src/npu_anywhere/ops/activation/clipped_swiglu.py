@@ -134,7 +134,7 @@ def npu_clipped_swiglu(x, *, group_index=None, dim=-1, alpha=1.702, limit=7.0, b
     >>> npu_anywhere.npu_clipped_swiglu(x, group_index=group_index).shape
     torch.Size([4608, 1024])
     """
-    return clipped_swiglu_op.overload(x, group_index=group_index, dim=dim, alpha=alpha,
+    return clipped_swiglu_op(x, group_index=group_index, dim=dim, alpha=alpha,
                                       limit=limit, bias=bias, interleaved=interleaved)
 
 

@@ -194,7 +194,7 @@ def npu_fast_gelu(input=None, **kwargs):
     """
     if kwargs:
         input = accept_alias(OP, "input", input, "self", kwargs)
-    return npu_fast_gelu_op.overload(input)
+    return npu_fast_gelu_op(input)
 
 
 def fast_gelu(self=None, **kwargs):
@@ -219,7 +219,7 @@ def fast_gelu(self=None, **kwargs):
     """
     if kwargs:
         self = accept_alias(FAST_GELU_OP, "self", self, "input", kwargs)
-    return fast_gelu_op.overload(self)
+    return fast_gelu_op(self)
 
 
 def npu_fast_gelu_backward(grad, self=None, **kwargs):
@@ -234,7 +234,7 @@ def npu_fast_gelu_backward(grad, self=None, **kwargs):
     """
     if kwargs:
         self = accept_alias(BACKWARD_OP, "self", self, "input", kwargs)
-    return npu_fast_gelu_backward_op.overload(grad, self)
+    return npu_fast_gelu_backward_op(grad, self)
 
 
 # -- fast providers: one compiled function per formula -------------------------------------------

@@ -177,7 +177,7 @@ def npu_geglu(self=None, dim=-1, approximate=1, activate_left=False, **kwargs):
     """
     if kwargs:
         self = accept_alias(OP, "self", self, "input", kwargs)
-    return geglu_op.overload(self, dim, approximate, activate_left)
+    return geglu_op(self, dim, approximate, activate_left)
 
 
 def npu_geglu_grad(grad_output, self=None, gelu=None, dim=-1, approximate=1,
@@ -196,7 +196,7 @@ def npu_geglu_grad(grad_output, self=None, gelu=None, dim=-1, approximate=1,
     """
     if kwargs:
         self = accept_alias(GRAD_OP, "self", self, "input", kwargs)
-    return geglu_grad_op.overload(grad_output, self, gelu, dim, approximate, activate_left)
+    return geglu_grad_op(grad_output, self, gelu, dim, approximate, activate_left)
 
 
 # -- fast providers --------------------------------------------------------------------------

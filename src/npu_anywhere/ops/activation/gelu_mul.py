@@ -100,7 +100,7 @@ def npu_gelu_mul(input=None, *, approximate="none", **kwargs):
     """
     if kwargs:
         input = accept_alias(OP, "input", input, "self", kwargs)
-    return gelu_mul_op.overload(input, approximate=approximate)
+    return gelu_mul_op(input, approximate=approximate)
 
 
 compiled.register(gelu_mul_op, key=lambda input, *, approximate="none":

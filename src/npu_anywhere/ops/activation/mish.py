@@ -113,7 +113,7 @@ def npu_mish(self=None, **kwargs):
     """
     if kwargs:
         self = accept_alias(OP, "self", self, "input", kwargs)
-    return mish_op.overload(self)
+    return mish_op(self)
 
 
 def npu_mish_backward(grad, input):
@@ -123,7 +123,7 @@ def npu_mish_backward(grad, input):
 
     ``grad`` and ``input`` share shape and dtype (float16/float32), which the result has.
     """
-    return mish_backward_op.overload(grad, input)
+    return mish_backward_op(grad, input)
 
 
 compiled.register(mish_op, key=lambda self: (self.dtype, self.device.type))

@@ -92,7 +92,7 @@ silu_inplace_op.forbid_autograd(
 
 
 def _silu_inplace_composite(self):
-    silu_inplace_op.overload(self)
+    silu_inplace_op(self)
     return self
 
 
@@ -145,7 +145,7 @@ def npu_silu(self=None, **kwargs):
     """
     if kwargs:
         self = accept_alias(OP, "self", self, "input", kwargs)
-    return silu_op.overload(self)
+    return silu_op(self)
 
 
 def npu_silu_(self=None, **kwargs):
@@ -157,7 +157,7 @@ def npu_silu_(self=None, **kwargs):
     """
     if kwargs:
         self = accept_alias(INPLACE_PUBLIC_OP, "self", self, "input", kwargs)
-    return silu_inplace_public_op.overload(self)
+    return silu_inplace_public_op(self)
 
 
 def npu_silu_backward(grad_output, x0, x1):
@@ -173,7 +173,7 @@ def npu_silu_backward(grad_output, x0, x1):
     kernel used ``x1 / x0``, which differs only when ``x1`` is not ``silu(x0)`` (and at x0 = 0,
     where it divides by zero).
     """
-    return silu_backward_op.overload(grad_output, x0, x1)
+    return silu_backward_op(grad_output, x0, x1)
 
 
 # -- fast providers --------------------------------------------------------------------------

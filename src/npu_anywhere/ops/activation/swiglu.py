@@ -133,7 +133,7 @@ def npu_swiglu(self=None, dim=-1, **kwargs):
     """
     if kwargs:
         self = accept_alias(OP, "self", self, "input", kwargs)
-    return swiglu_op.overload(self, dim)
+    return swiglu_op(self, dim)
 
 
 def npu_swiglu_backward(grad_output, self=None, dim=-1, **kwargs):
@@ -151,7 +151,7 @@ def npu_swiglu_backward(grad_output, self=None, dim=-1, **kwargs):
     """
     if kwargs:
         self = accept_alias(BACKWARD_OP, "self", self, "input", kwargs)
-    return swiglu_backward_op.overload(grad_output, self, dim)
+    return swiglu_backward_op(grad_output, self, dim)
 
 
 # -- fast providers --------------------------------------------------------------------------

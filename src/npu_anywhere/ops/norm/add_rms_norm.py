@@ -124,7 +124,7 @@ def npu_add_rms_norm(x1, x2, gamma, epsilon=1e-06):
     >>> y.dtype, rstd.dtype, x.shape
     (torch.float16, torch.float32, torch.Size([4, 8]))
     """
-    return add_rms_norm_op.overload(x1, x2, gamma, epsilon)
+    return add_rms_norm_op(x1, x2, gamma, epsilon)
 
 
 def _bind(x1, x2, gamma, epsilon=1e-06):

@@ -106,7 +106,7 @@ def npu_add_rms_norm_cast(x1, x2, gamma, epsilon=1e-06):
     >>> y1.dtype, y2.dtype, rstd.shape
     (torch.float32, torch.float16, torch.Size([20, 10, 1]))
     """
-    return add_rms_norm_cast_op.overload(x1, x2, gamma, epsilon)
+    return add_rms_norm_cast_op(x1, x2, gamma, epsilon)
 
 
 def _bind(x1, x2, gamma, epsilon=1e-06):

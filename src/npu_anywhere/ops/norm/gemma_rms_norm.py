@@ -98,7 +98,7 @@ def npu_gemma_rms_norm(input=None, gamma=None, epsilon=1e-06, **kwargs):
     """
     if kwargs:
         input = accept_alias(OP, "input", input, "self", kwargs)
-    return gemma_rms_norm_op.overload(input, gamma, epsilon)
+    return gemma_rms_norm_op(input, gamma, epsilon)
 
 
 def _bind(self, gamma, epsilon=1e-06):

@@ -123,7 +123,7 @@ def npu_group_norm_silu(input, weight, bias, group, eps=1e-05):
     >>> mean.shape
     torch.Size([2, 8])
     """
-    return group_norm_silu_op.overload(input, weight, bias, group, eps)
+    return group_norm_silu_op(input, weight, bias, group, eps)
 
 
 TORCH_NPU_FUNCTIONS = {"npu_group_norm_silu": npu_group_norm_silu}

@@ -212,7 +212,7 @@ def npu_group_norm_swish(input, num_groups, weight, bias, eps=1e-05, swish_scale
     >>> out.shape, mean.shape
     (torch.Size([3, 4, 6]), torch.Size([3, 4]))
     """
-    return group_norm_swish_op.overload(input, num_groups, weight, bias, eps, swish_scale)
+    return group_norm_swish_op(input, num_groups, weight, bias, eps, swish_scale)
 
 
 def npu_group_norm_swish_grad(grad, input, num_groups, weight, bias, mean, rstd,
@@ -231,7 +231,7 @@ def npu_group_norm_swish_grad(grad, input, num_groups, weight, bias, mean, rstd,
     grad_bias are zeros when their flag is False (the NPU leaves them unwritten).  Constraint:
     C / num_groups <= 4000.  grad_x has input's dtype, grad_weight/grad_bias weight's/bias's.
     """
-    return group_norm_swish_grad_op.overload(grad, input, num_groups, weight, bias, mean, rstd,
+    return group_norm_swish_grad_op(grad, input, num_groups, weight, bias, mean, rstd,
                                              list(grad_input_mask), swish_scale)
 
 

@@ -102,7 +102,7 @@ def npu_layer_norm_eval(input, normalized_shape, weight=None, bias=None, eps=1e-
     >>> npu_anywhere.npu_layer_norm_eval(x, x.size()[1:]).shape
     torch.Size([6, 4])
     """
-    return layer_norm_eval_op.overload(input, list(normalized_shape), weight, bias, eps)
+    return layer_norm_eval_op(input, list(normalized_shape), weight, bias, eps)
 
 
 TORCH_NPU_FUNCTIONS = {"npu_layer_norm_eval": npu_layer_norm_eval}

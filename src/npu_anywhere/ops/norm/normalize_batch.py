@@ -100,7 +100,7 @@ def npu_normalize_batch(self, seq_len, normalize_type=0):
     >>> npu_anywhere.npu_normalize_batch(x, torch.tensor([4, 5], dtype=torch.int32), 0).shape
     torch.Size([2, 3, 6])
     """
-    return normalize_batch_op.overload(self, seq_len, normalize_type)
+    return normalize_batch_op(self, seq_len, normalize_type)
 
 
 TORCH_NPU_FUNCTIONS = {"npu_normalize_batch": npu_normalize_batch}

@@ -215,7 +215,7 @@ def npu_rms_norm(self, gamma, epsilon=1e-06):
     >>> y.shape, rstd.shape, rstd.dtype
     (torch.Size([24, 1, 128]), torch.Size([24, 1, 1]), torch.float32)
     """
-    return rms_norm_op.overload(self, gamma, epsilon)
+    return rms_norm_op(self, gamma, epsilon)
 
 
 def npu_rms_norm_backward(dy, self, gamma, rstd):
@@ -232,7 +232,7 @@ def npu_rms_norm_backward(dy, self, gamma, rstd):
     float32 (float64 for float64 input), as op-plugin's meta registration gives.  Computed in
     float32 from the given ``rstd`` (not recomputed).
     """
-    return rms_norm_backward_op.overload(dy, self, gamma, rstd)
+    return rms_norm_backward_op(dy, self, gamma, rstd)
 
 
 # -- fast providers --------------------------------------------------------------------------

@@ -281,7 +281,7 @@ npu_apply_rotary_pos_emb_inplace_op.forbid_autograd(
 
 def _npu_apply_rotary_pos_emb_composite(query, key, cos, sin, layout="BSND",
                                         rotary_mode="half"):
-    npu_apply_rotary_pos_emb_inplace_op.overload(query, key, cos, sin, layout, rotary_mode)
+    npu_apply_rotary_pos_emb_inplace_op(query, key, cos, sin, layout, rotary_mode)
     return query, key
 
 
@@ -334,7 +334,7 @@ def apply_rotary_pos_emb(query, key, cos, sin, layout="BSND", rotary_mode="half"
     ``apply_rotary_pos_emb_grad``); requesting a gradient in another mode raises ValueError.
     On the NPU autograd exists only on the 950; strict mode enforces that.
     """
-    return apply_rotary_pos_emb_op.overload(query, key, cos, sin, layout, rotary_mode)
+    return apply_rotary_pos_emb_op(query, key, cos, sin, layout, rotary_mode)
 
 
 def apply_rotary_pos_emb_grad(grad_query_embed, grad_key_embed, cos, sin, *, query=None,
@@ -361,7 +361,7 @@ def apply_rotary_pos_emb_grad(grad_query_embed, grad_key_embed, cos, sin, *, que
     -------
     (grad_query, grad_key, grad_cos or None, grad_sin or None)
     """
-    return apply_rotary_pos_emb_grad_op.overload(
+    return apply_rotary_pos_emb_grad_op(
         grad_query_embed, grad_key_embed, cos, sin, query=query, key=key,
         rotary_mode=rotary_mode, layout=layout)
 
@@ -386,7 +386,7 @@ def npu_apply_rotary_pos_emb(query, key, cos, sin, layout="BSND", rotary_mode="h
     No backward (op-plugin registers a not-implemented autograd fallback): calling it with an
     input that requires grad raises.
     """
-    return npu_apply_rotary_pos_emb_op.overload(query, key, cos, sin, layout, rotary_mode)
+    return npu_apply_rotary_pos_emb_op(query, key, cos, sin, layout, rotary_mode)
 
 
 # -- fast providers --------------------------------------------------------------------------

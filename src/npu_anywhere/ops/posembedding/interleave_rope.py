@@ -96,7 +96,7 @@ def npu_interleave_rope(x, cos, sin):
     D == 64; cos/sin N == 1.  Strict mode (A2/A3): float16/bfloat16 only, contiguous inputs.
     Inference only (no backward).
     """
-    return interleave_rope_op.overload(x, cos, sin)
+    return interleave_rope_op(x, cos, sin)
 
 
 TORCH_NPU_FUNCTIONS = {"npu_interleave_rope": npu_interleave_rope}

@@ -248,7 +248,7 @@ def npu_mrope(positions, query, key, cos_sin_cache, head_size, *, mrope_section=
     there, which agrees whenever the two sections are equal (as in every documented example).
     No backward.
     """
-    return mrope_op.overload(positions, query, key, cos_sin_cache, head_size,
+    return mrope_op(positions, query, key, cos_sin_cache, head_size,
                              mrope_section=mrope_section, rotary_mode=rotary_mode,
                              cache_mode=cache_mode)
 

@@ -237,7 +237,7 @@ def npu_rotary_mul(input=None, r1=None, r2=None, rotary_mode="half", rotate=None
     """
     if kwargs:
         input = accept_alias(OP, "input", input, "self", kwargs)
-    return rotary_mul_op.overload(input, r1, r2, rotary_mode, rotate)
+    return rotary_mul_op(input, r1, r2, rotary_mode, rotate)
 
 
 def npu_rotary_mul_backward(grad, input=None, r1=None, r2=None, rotary_mode="half", **kwargs):
@@ -254,7 +254,7 @@ def npu_rotary_mul_backward(grad, input=None, r1=None, r2=None, rotary_mode="hal
     """
     if kwargs:
         input = accept_alias(BACKWARD_OP, "input", input, "self", kwargs)
-    return rotary_mul_backward_op.overload(grad, input, r1, r2, rotary_mode)
+    return rotary_mul_backward_op(grad, input, r1, r2, rotary_mode)
 
 
 
