@@ -4,6 +4,7 @@ import sys
 
 from ..family import collect
 from .advance_step import npu_advance_step_flashattn
+from .quant_scatter import npu_quant_scatter, npu_quant_scatter_
 from .scatter import npu_scatter
 from .scatter_nd_update import npu_scatter_nd_update, npu_scatter_nd_update_
 from .scatter_pa_kv_cache import npu_scatter_pa_kv_cache, npu_scatter_pa_kv_cache_functional

@@ -62,7 +62,14 @@ def _check(op, data, indices, updates, axis):
     rank = data.dim()
     checks.expect(-rank < axis < rank and axis % rank != 0, op, "axis",
                   lambda: f"in ({-rank}, {rank}) and not the batch dim 0", axis, ValueError)
-    ax = axis % rank
+    check_slab_shapes(op, data, indices, updates, axis % rank)
+
+
+def check_slab_shapes(op, data, indices, updates, ax, data_name="data") -> None:
+    """The shape relations of the slab write (also used by npu_quant_scatter): 2-D indices are
+    pairs, ``updates.shape[0]`` is the number of indices and at most data's, and updates has
+    data's shape except in dim 0 and along the (normalized) axis ``ax``, where it is no larger."""
+    rank = data.dim()
     if indices.dim() == 2:
         checks.expect(indices.shape[1] == 2, op, "indices",
                       "a second dim of 2 ([batch index, offset] pairs) when 2-D",
@@ -72,13 +79,13 @@ def _check(op, data, indices, updates, axis):
                   lambda: f"dim 0 equal to the number of indices ({rows})",
                   lambda: f"shape {tuple(updates.shape)}", RuntimeError)
     checks.expect(updates.shape[0] <= data.shape[0], op, "updates",
-                  lambda: f"dim 0 <= data's dim 0 ({data.shape[0]})",
+                  lambda: f"dim 0 <= {data_name}'s dim 0 ({data.shape[0]})",
                   lambda: f"shape {tuple(updates.shape)}", RuntimeError)
     for d in range(1, rank):
         ok = updates.shape[d] <= data.shape[d] if d == ax else updates.shape[d] == data.shape[d]
         checks.expect(ok, op, "updates",
-                      lambda: f"the shape of data {tuple(data.shape)} except in dims 0 and "
-                      f"{ax} (axis), and no larger along the axis",
+                      lambda: f"the shape of {data_name} {tuple(data.shape)} except in dims 0 "
+                      f"and {ax} (axis), and no larger along the axis",
                       lambda: f"shape {tuple(updates.shape)}", RuntimeError)
 
 
@@ -90,8 +97,9 @@ def check_scatter_update_(self, indices, updates, axis):
     _check(INPLACE_PUBLIC_OP, self, indices, updates, axis)
 
 
-def write_scatter_update(op, data, indices, updates, axis) -> None:
-    """Validate the index values, then write ``updates`` into ``data`` (the formula above)."""
+def write_scatter_update(op, data, indices, updates, axis, data_name="data") -> None:
+    """Validate the index values, then write ``updates`` into ``data`` (the formula above);
+    ``data_name`` names data in the messages."""
     ax = axis % data.dim()
     span = updates.shape[ax]
     idx = indices.to(torch.int64).reshape(-1, 2 if indices.dim() == 2 else 1)
@@ -102,7 +110,7 @@ def write_scatter_update(op, data, indices, updates, axis) -> None:
         rows, start = torch.arange(idx.shape[0], device=data.device), idx[:, 0]
     expect_in_range(start, 0, data.shape[ax] - span + 1, op, "indices",
                     f"offsets along axis {axis}",
-                    f" (offset + updates.shape[axis] ({span}) <= data.shape[axis] "
+                    f" (offset + updates.shape[axis] ({span}) <= {data_name}.shape[axis] "
                     f"({data.shape[ax]}))")
     positions = start[:, None] + torch.arange(span, device=data.device)
     # Every write goes through one advanced-indexing assignment on a view of data.

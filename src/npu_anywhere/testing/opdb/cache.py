@@ -378,8 +378,106 @@ def _advance_samples() -> None:
     ]
 
 
+# -- npu_quant_scatter / npu_quant_scatter_ -------------------------------------------------
+
+def _quant_scatter_make(updates_dtype=torch.bfloat16, *, shape=(3, 4, 32), axis=-2,
+                        index_dims=1, index_dtype=torch.int32, zero_points=True,
+                        noncontig=False, kwargs=False):
+    """Valid index values; scales powers of two (exact quotients), zero points small."""
+    scale_dtype, zero_dtype = {torch.float16: (torch.float32, torch.int32),
+                               torch.bfloat16: (torch.bfloat16, torch.bfloat16)}[updates_dtype]
+    rank = len(shape)
+    ax = axis % rank
+    ushape = list(shape)
+    ushape[0], ushape[ax] = 2, 2
+    updates = _fill(tuple(ushape), updates_dtype, low=-40, high=41)
+    if noncontig:
+        updates = _noncontiguous(updates)
+    last = shape[-1]
+    scales = (2.0 ** torch.randint(-2, 3, (1, last))).to(scale_dtype)
+    zeros = torch.randint(-3, 4, (last,)).to(zero_dtype) if zero_points else None
+    limit = shape[ax] - 2 + 1
+    if index_dims == 2:
+        indices = torch.stack((torch.tensor([2, 0]), torch.randint(0, limit, (2,))), 1)
+    else:
+        indices = torch.randint(0, limit, (2,))
+    args = (_fill(shape, torch.int8, low=-100, high=101), indices.to(index_dtype), updates,
+            scales, zeros)
+    if kwargs:
+        return args, {"axis": axis, "quant_axis": rank - 1, "reduce": "update",
+                      "dst_type": torch.int8, "round_mode": "rint"}
+    return args + (axis,), {}
+
+
+def _quant_scatter_errors(op):
+    def changed(**kw):
+        def make():
+            args, _ = _quant_scatter_make()
+            full = dict(zip(("self", "indices", "updates", "quant_scales", "quant_zero_points"),
+                            args))
+            full.update({"axis": -2, "quant_axis": -1, "reduce": "update", "dst_type": None,
+                         "round_mode": "rint"})
+            full.update(kw)
+            names = ("self", "indices", "updates", "quant_scales", "quant_zero_points")
+            return tuple(full.pop(n) for n in names), full
+        return make
+
+    base = _quant_scatter_make()[0]
+    return [
+        ErrorSample("reduce", changed(reduce="add"), ValueError, f"{op}: expected reduce one of"),
+        ErrorSample("round_mode", changed(round_mode="round"), ValueError,
+                    f"{op}: expected round_mode one of \\['rint'\\] for dst format int8"),
+        ErrorSample("dst_type_int32", changed(dst_type=3), ValueError,
+                    f"{op}: expected dst_type one of"),
+        ErrorSample("float8_dst_on_int8", changed(dst_type=torch.float8_e5m2), TypeError,
+                    f"{op}: expected input dtype float8_e5m2"),
+        ErrorSample("float32_updates", changed(updates=base[2].float()), TypeError,
+                    f"{op}: expected updates dtype in"),
+        ErrorSample("scale_combo", changed(quant_scales=base[3].float()), TypeError,
+                    f"{op}: expected quant_scales dtype bfloat16 \\(with bfloat16 updates\\)"),
+        ErrorSample("zero_combo", changed(quant_zero_points=base[4].to(torch.int32)), TypeError,
+                    f"{op}: expected quant_zero_points dtype bfloat16"),
+        ErrorSample("axis_last", changed(axis=-1), ValueError, f"{op}: expected axis in"),
+        ErrorSample("axis_batch", changed(axis=0), ValueError, f"{op}: expected axis in"),
+        ErrorSample("quant_axis", changed(quant_axis=1), ValueError,
+                    f"{op}: expected quant_axis -1 or 2"),
+        ErrorSample("scales_numel", changed(quant_scales=base[3][:, :16]), RuntimeError,
+                    f"{op}: expected quant_scales 32 elements"),
+        ErrorSample("indices_3d", changed(indices=base[1][:, None, None]), ValueError,
+                    f"{op}: expected indices a tensor with one of \\[1, 2\\] dims"),
+        ErrorSample("pairs", changed(indices=torch.zeros(2, 3, dtype=torch.int32)), RuntimeError,
+                    f"{op}: expected indices a second dim of 2"),
+        ErrorSample("rank2_input", changed(self=base[0][0], updates=base[2][0]), ValueError,
+                    f"{op}: expected input a tensor with one of"),
+        ErrorSample("rows", changed(indices=base[1][:1]), RuntimeError,
+                    f"{op}: expected updates dim 0 equal to the number of indices"),
+        ErrorSample("other_dim", changed(updates=base[2][..., :16],
+                                         quant_scales=base[3][:, :16]), RuntimeError,
+                    f"{op}: expected updates the shape of input"),
+    ]
+
+
+def _quant_scatter_samples() -> None:
+    for name in ("npu_quant_scatter", "npu_quant_scatter_"):
+        e = _entry(name)
+        e.samples += [
+            Sample("bf16", lambda: _quant_scatter_make()),
+            Sample("fp16_int32_zero_points_int64_indices", lambda: _quant_scatter_make(
+                torch.float16, index_dtype=torch.int64)),
+            Sample("no_zero_points", lambda: _quant_scatter_make(zero_points=False)),
+            Sample("4d_axis1_pairs", lambda: _quant_scatter_make(shape=(3, 5, 2, 16), axis=1,
+                                                                 index_dims=2)),
+            Sample("4d_axis2_fp16", lambda: _quant_scatter_make(torch.float16,
+                                                                shape=(3, 2, 5, 16), axis=2)),
+            Sample("noncontiguous_updates", lambda: _quant_scatter_make(noncontig=True)),
+            Sample("keywords", lambda: _quant_scatter_make(kwargs=True)),
+        ]
+        e.errors += _quant_scatter_errors(name)
+
+
 _scatter_update_samples()
 _scatter_nd_update_samples()
 _npu_scatter_samples()
 _scatter_pa_kv_cache_samples()
 _advance_samples()
+_quant_scatter_samples()
