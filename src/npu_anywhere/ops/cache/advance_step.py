@@ -273,7 +273,7 @@ def npu_advance_step_flashattn(input_tokens, sampled_token_ids, input_positions,
     hicann/ops-nn ``optim/advance_step`` (kernels ``advance_step.h`` and ``advance_step_spec.h``,
     tiling checks in ``op_host/advance_step_tiling.cpp``).
     """
-    advance_step_op.overload(input_tokens, sampled_token_ids, input_positions, seq_lens,
+    advance_step_op(input_tokens, sampled_token_ids, input_positions, seq_lens,
                              slot_mapping, block_tables, num_seqs, num_queries, block_size,
                              spec_token=spec_token, accepted_num=accepted_num)
 

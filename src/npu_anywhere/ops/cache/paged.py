@@ -24,9 +24,9 @@ Ascend/op-plugin ``test/test_custom_ops/test_scatter_pa_kv_cache.py`` and hicann
 (``last_dim = 32 // dtype_size``), and the shape checks of ``scatter_pa_kv_cache_tiling.cpp``
 (4-D and 5-D NZ caches).
 
-Writes are bitwise copies (done through a same-size integer view, so NaN payloads, -0.0 and
-the dtypes PyTorch cannot ``index_put`` on CPU -- uint16, uint32 -- are copied exactly) and
-touch only the slots named: their cost follows the tokens written, not the cache size.
+Writes are bitwise copies (``index_put`` copies bits; the dtypes PyTorch cannot ``index_put``
+on CPU -- uint16, uint32 -- go through a same-size integer view) and touch only the slots
+named: their cost follows the tokens written, not the cache size.
 """
 
 from __future__ import annotations
@@ -49,6 +49,18 @@ def bitwise(t: torch.Tensor) -> torch.Tensor:
     return t.view(_SAME_SIZE_INT[t.element_size()])
 
 
+_NO_INDEX_PUT = (torch.uint16, torch.uint32, torch.uint64)
+
+
+def writable(t: torch.Tensor) -> torch.Tensor:
+    """``t``, or :func:`bitwise` of it for the dtypes PyTorch cannot ``index_put`` into on CPU.
+
+    ``index_put`` copies the bits of every other dtype (NaN payloads and -0.0 included), so
+    only those few need the integer view, which costs a microsecond per tensor per call.
+    """
+    return bitwise(t) if t.dtype in _NO_INDEX_PUT else t
+
+
 def split_slots(slots: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(block ids, offsets in the block) of non-negative slot numbers."""
     return torch.div(slots, block_size, rounding_mode="floor"), torch.remainder(slots, block_size)
@@ -66,21 +78,21 @@ def token_rows(cache: torch.Tensor) -> torch.Tensor | None:
 def write_nd(cache: torch.Tensor, slots: torch.Tensor, rows: torch.Tensor) -> None:
     """``cache[s // bs, s % bs] = rows[i]`` for the i-th slot ``s`` (ND cache, any trailing dims;
     ``rows`` of the cache's dtype)."""
-    src = bitwise(rows).reshape((slots.numel(),) + tuple(cache.shape[2:]))
+    src = writable(rows).reshape((slots.numel(),) + tuple(cache.shape[2:]))
     flat = token_rows(cache)
     if flat is not None:
-        bitwise(flat)[slots] = src
+        writable(flat)[slots] = src
     else:
         blocks, offsets = split_slots(slots, cache.shape[1])
-        bitwise(cache)[blocks, offsets] = src
+        writable(cache)[blocks, offsets] = src
 
 
 def write_nz(cache: torch.Tensor, slots: torch.Tensor, rows: torch.Tensor) -> None:
     """Write token ``rows[i]`` (any shape of ``num_heads * head_size`` values) to slot ``slots[i]``
     of a 4-D ``[nb, H // ld, bs, ld]`` or 5-D ``[nb, N, D // ld, bs, ld]`` NZ cache."""
     blocks, offsets = split_slots(slots, cache.shape[-2])
-    src = bitwise(rows)
-    dst = bitwise(cache)
+    src = writable(rows)
+    dst = writable(cache)
     if cache.dim() == 4:
         dst[blocks, :, offsets] = src.reshape(slots.numel(), cache.shape[1], cache.shape[3])
     else:

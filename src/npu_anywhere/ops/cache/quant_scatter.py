@@ -199,7 +199,7 @@ npu_quant_scatter_inplace_op.forbid_autograd("npu_quant_scatter_ has no backward
 
 def _inplace_composite(self, indices, updates, quant_scales, quant_zero_points=None, axis=-2,
                        quant_axis=-1, reduce="update", dst_type=None, round_mode="rint"):
-    npu_quant_scatter_inplace_op.overload(self, indices, updates, quant_scales,
+    npu_quant_scatter_inplace_op(self, indices, updates, quant_scales,
                                           quant_zero_points, axis, quant_axis, reduce, dst_type,
                                           round_mode)
     return self
@@ -300,7 +300,7 @@ def _input(op, inp, kwargs):
 def npu_quant_scatter(input=None, indices=None, updates=None, quant_scales=None,
                       quant_zero_points=None, axis=-2, quant_axis=-1, reduce="update",
                       dst_type=None, round_mode="rint", **kwargs):
-    return npu_quant_scatter_op.overload(_input(OP, input, kwargs), indices, updates,
+    return npu_quant_scatter_op(_input(OP, input, kwargs), indices, updates,
                                          quant_scales, quant_zero_points, axis, quant_axis,
                                          reduce, dst_type, round_mode)
 
@@ -308,7 +308,7 @@ def npu_quant_scatter(input=None, indices=None, updates=None, quant_scales=None,
 def npu_quant_scatter_(input=None, indices=None, updates=None, quant_scales=None,
                        quant_zero_points=None, axis=-2, quant_axis=-1, reduce="update",
                        dst_type=None, round_mode="rint", **kwargs):
-    return npu_quant_scatter_inplace_public_op.overload(
+    return npu_quant_scatter_inplace_public_op(
         _input(INPLACE_PUBLIC_OP, input, kwargs), indices, updates, quant_scales,
         quant_zero_points, axis, quant_axis, reduce, dst_type, round_mode)
 

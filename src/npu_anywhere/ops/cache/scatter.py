@@ -128,7 +128,7 @@ def npu_scatter(self=None, indices=None, updates=None, dim=None, **kwargs):
     """
     if kwargs:
         self = accept_alias(OP, "self", self, "input", kwargs)
-    return npu_scatter_op.overload(self, indices, updates, dim)
+    return npu_scatter_op(self, indices, updates, dim)
 
 
 TORCH_NPU_FUNCTIONS = {"npu_scatter": npu_scatter}

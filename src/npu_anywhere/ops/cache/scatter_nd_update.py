@@ -117,7 +117,7 @@ scatter_nd_update_inplace_op.forbid_autograd("npu_scatter_nd_update_ has no back
 
 
 def _scatter_nd_update_composite(self, indices, updates):
-    scatter_nd_update_inplace_op.overload(self, indices, updates)
+    scatter_nd_update_inplace_op(self, indices, updates)
     return self
 
 
@@ -168,13 +168,13 @@ _DOC_COMMON = """
 def npu_scatter_nd_update(input=None, indices=None, updates=None, **kwargs):
     if kwargs:
         input = accept_alias(OP, "input", input, "self", kwargs)
-    return scatter_nd_update_op.overload(input, indices, updates)
+    return scatter_nd_update_op(input, indices, updates)
 
 
 def npu_scatter_nd_update_(input=None, indices=None, updates=None, **kwargs):
     if kwargs:
         input = accept_alias(INPLACE_PUBLIC_OP, "input", input, "self", kwargs)
-    return scatter_nd_update_inplace_public_op.overload(input, indices, updates)
+    return scatter_nd_update_inplace_public_op(input, indices, updates)
 
 
 npu_scatter_nd_update.__doc__ = """Write ``updates`` into a copy of ``input`` at N-d indices

@@ -204,7 +204,7 @@ def scatter_into(op, key, value, key_cache, value_cache, slot_mapping, compress_
         return
     nz = cache_mode == "PA_NZ"
     total = key_cache.shape[0] * key_cache.shape[-2 if nz else 1]
-    slots = slot_mapping.to(torch.int64)
+    slots = slot_mapping             # int32 or int64: both index directly
     lo, hi = (int(v) for v in torch.aminmax(slots))
     if hi >= total:
         bad = int((slots >= total).nonzero()[0, 0])
@@ -445,7 +445,7 @@ _DOC_COMMON = """
 def npu_scatter_pa_kv_cache(key, value, key_cache, value_cache, slot_mapping, *,
                             compress_lens=None, compress_seq_offsets=None, seq_lens=None,
                             cache_mode="PA_NZ"):
-    scatter_pa_kv_cache_op.overload(key, value, key_cache, value_cache, slot_mapping,
+    scatter_pa_kv_cache_op(key, value, key_cache, value_cache, slot_mapping,
                                     compress_lens=compress_lens,
                                     compress_seq_offsets=compress_seq_offsets,
                                     seq_lens=seq_lens, cache_mode=cache_mode)
@@ -454,7 +454,7 @@ def npu_scatter_pa_kv_cache(key, value, key_cache, value_cache, slot_mapping, *,
 def npu_scatter_pa_kv_cache_functional(key, value, key_cache, value_cache, slot_mapping, *,
                                        compress_lens=None, compress_seq_offsets=None,
                                        seq_lens=None, cache_mode="PA_NZ"):
-    return scatter_pa_kv_cache_functional_op.overload(
+    return scatter_pa_kv_cache_functional_op(
         key, value, key_cache, value_cache, slot_mapping, compress_lens=compress_lens,
         compress_seq_offsets=compress_seq_offsets, seq_lens=seq_lens, cache_mode=cache_mode)
 

@@ -150,7 +150,7 @@ scatter_update_inplace_op.forbid_autograd("scatter_update_ has no backward on th
 
 
 def _scatter_update_composite(self, indices, updates, axis):
-    scatter_update_inplace_op.overload(self, indices, updates, axis)
+    scatter_update_inplace_op(self, indices, updates, axis)
     return self
 
 
@@ -205,13 +205,13 @@ _DOC_COMMON = """
 def scatter_update(data=None, indices=None, updates=None, axis=None, **kwargs):
     if kwargs:
         data = accept_alias(OP, "data", data, "self", kwargs)
-    return scatter_update_op.overload(data, indices, updates, axis)
+    return scatter_update_op(data, indices, updates, axis)
 
 
 def scatter_update_(data=None, indices=None, updates=None, axis=None, **kwargs):
     if kwargs:
         data = accept_alias(INPLACE_PUBLIC_OP, "data", data, "self", kwargs)
-    return scatter_update_inplace_public_op.overload(data, indices, updates, axis)
+    return scatter_update_inplace_public_op(data, indices, updates, axis)
 
 
 scatter_update.__doc__ = """Write ``updates`` into a copy of ``data`` at per-batch offsets along
