@@ -111,7 +111,11 @@ class CompiledProvider:
         return None
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
-        key = self._key(*args, **kwargs)
+        return self.run_as(self._key(*args, **kwargs), *args, **kwargs)
+
+    def run_as(self, key: Hashable, *args: Any, **kwargs: Any) -> Any:
+        """``run`` for callers that pass ``fn`` other arguments than the op's (views of
+        them, say) and so compute the specialization key from the op's arguments themselves."""
         compiled = self._compiled.get(key)
         if compiled is None:
             tag = "_".join(str(k).replace("torch.", "") for k in

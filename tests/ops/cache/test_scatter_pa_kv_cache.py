@@ -614,3 +614,43 @@ def test_compiled_decode_step_matches_eager():
     compiled(key, value, kc, vc, slots)
     step(key, value, kc2, vc2, slots)
     assert_bits_equal(kc, kc2) and assert_bits_equal(vc, vc2)
+
+
+# -- the compiled provider ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["Norm", "PA_NZ", "PA_NZ-5d"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int8, torch.uint16], ids=str)
+def test_compiled_provider_writes_the_same_bits(layout, dtype):
+    """Calls without skipped tokens run compiled code (bit copies, NaN payloads kept); calls
+    with negative slots and out-of-range slots behave as in the reference."""
+    from npu_anywhere import dispatch
+    from npu_anywhere.kernels import compiled
+    from npu_anywhere.ops.cache import scatter_pa_kv_cache as module
+
+    def inputs(skip):
+        if layout == "Norm":
+            return nd_inputs(dtype, skip=skip)
+        key, value, kc, vc, slots = nz_inputs(dtype, five=layout.endswith("5d"))
+        if not skip:
+            slots = torch.randperm(kc.shape[0] * kc.shape[-2],
+                                   generator=torch.Generator().manual_seed(5))[:key.shape[0]]
+        return key, value, kc, vc, slots
+    mode = "Norm" if layout == "Norm" else "PA_NZ"
+    golden = golden_nd if layout == "Norm" else golden_nz
+    torch._dynamo.reset()
+    module._compiled_write._compiled.clear()
+    with compiled.compiling_after(0), \
+            dispatch.use_providers("compiled", op="npu_scatter_pa_kv_cache"):
+        for skip in ((), (1, 4), ()):
+            key, value, kc, vc, slots = inputs(skip)
+            want_k, want_v = golden(key, kc, slots), golden(value, vc, slots)
+            na.npu_scatter_pa_kv_cache(key, value, kc, vc, slots, cache_mode=mode)
+            assert_bits_equal(kc, want_k)
+            assert_bits_equal(vc, want_v)
+        assert len(module._compiled_write._compiled) == 1      # the compiled code did run
+        key, value, kc, vc, slots = inputs(())
+        slots[0] = kc.shape[0] * kc.shape[-2 if mode == "PA_NZ" else 1]
+        before = (kc.clone(), vc.clone())
+        with pytest.raises(IndexError, match="npu_scatter_pa_kv_cache: expected slot_mapping"):
+            na.npu_scatter_pa_kv_cache(key, value, kc, vc, slots, cache_mode=mode)
+        assert_bits_equal(kc, before[0]) and assert_bits_equal(vc, before[1])

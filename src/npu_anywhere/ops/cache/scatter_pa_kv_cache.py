@@ -21,11 +21,12 @@ from __future__ import annotations
 import torch
 
 from ... import checks, targets
+from ...kernels import compiled
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import PRE_950, Product
 from ._common import (FLOAT8, INDEX_DTYPES, expect_dtype_now, expect_in_range,
                       expect_nonnegative)
-from .paged import bitwise, nz_last_dim, split_slots, write_nd, write_nz
+from .paged import as_words, bitwise, nz_last_dim, split_slots, write_nd, write_nz
 
 OP = "npu_scatter_pa_kv_cache"
 SCHEMA = ("npu_scatter_pa_kv_cache(Tensor key, Tensor value, Tensor(a!) key_cache, "
@@ -202,6 +203,13 @@ def scatter_into(op, key, value, key_cache, value_cache, slot_mapping, compress_
         _apply_compress(plan, key, key_cache)
         _apply_compress(plan, value, value_cache)
         return
+    slots, key, value = checked_token_slots(op, key, value, key_cache, slot_mapping, cache_mode)
+    write_tokens(key, value, key_cache, value_cache, slots, cache_mode)
+
+
+def checked_token_slots(op, key, value, key_cache, slot_mapping, cache_mode):
+    """Scenarios 1-2: ``(slots, key, value)`` without the tokens whose slot is negative (they
+    are skipped); IndexError for a slot past the cache."""
     nz = cache_mode == "PA_NZ"
     total = key_cache.shape[0] * key_cache.shape[-2 if nz else 1]
     slots = slot_mapping             # int32 or int64: both index directly
@@ -214,7 +222,12 @@ def scatter_into(op, key, value, key_cache, value_cache, slot_mapping, compress_
     if lo < 0:
         keep = (slots >= 0).nonzero().squeeze(1)
         slots, key, value = slots[keep], key[keep], value[keep]
-    write = write_nz if nz else write_nd
+    return slots, key, value
+
+
+def write_tokens(key, value, key_cache, value_cache, slots, cache_mode) -> None:
+    """Scenarios 1-2: token ``i`` of key/value to slot ``slots[i]`` of the caches."""
+    write = write_nz if cache_mode == "PA_NZ" else write_nd
     write(key_cache, slots, key)
     write(value_cache, slots, value)
 
@@ -370,6 +383,48 @@ scatter_pa_kv_cache_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_scatt
                                metadata_check=True, info=OpInfo(api="torch_npu"))
 scatter_pa_kv_cache_op.forbid_autograd("npu_scatter_pa_kv_cache is an inference cache write "
                                        "(no backward in op-plugin's derivatives.yaml)")
+
+# The compiled provider.  Decode-sized writes are dominated by per-op overhead; Inductor turns
+# the two index_puts into one loop.  Slot values are still checked eagerly first
+# (data-dependent, and errors must come before any write); calls that skip tokens (negative
+# slots) stay eager.
+
+def _write_key(key, value, key_cache, value_cache, slot_mapping, *, compress_lens=None,
+               compress_seq_offsets=None, seq_lens=None, cache_mode="PA_NZ"):
+    return (cache_mode == "PA_NZ", key.dtype, value.dtype, key.device.type, key_cache.dim())
+
+
+_compiled_write = compiled.CompiledProvider(write_tokens, key=_write_key)
+
+
+def _compiled_scatter(key, value, key_cache, value_cache, slot_mapping, *, compress_lens=None,
+                      compress_seq_offsets=None, seq_lens=None, cache_mode="PA_NZ"):
+    slots, kept_key, kept_value = checked_token_slots(OP, key, value, key_cache, slot_mapping,
+                                                      cache_mode)
+    if slots is not slot_mapping:
+        write_tokens(kept_key, kept_value, key_cache, value_cache, slots, cache_mode)
+        return
+    # The compiled code gets integer views (made here: Inductor would write a dtype view of a
+    # mutated input back with a value conversion), so it copies bits, NaN payloads kept.
+    key_words, key_cache_words = as_words(key, key_cache)
+    value_words, value_cache_words = as_words(value, value_cache)
+    _compiled_write.run_as(_write_key(key, value, key_cache, value_cache, slot_mapping,
+                                      cache_mode=cache_mode),
+                           key_words, value_words, key_cache_words, value_cache_words, slots,
+                           cache_mode)
+
+
+def _compiled_supports(key, value, key_cache, value_cache, slot_mapping, *, compress_lens=None,
+                       compress_seq_offsets=None, seq_lens=None, cache_mode="PA_NZ"):
+    if key.dim() == 4:
+        return "scenario 3 (4-D key) runs the reference"
+    return _compiled_write.supports(key, value, key_cache, value_cache, slot_mapping,
+                                    cache_mode=cache_mode)
+
+
+scatter_pa_kv_cache_op.add_provider(compiled.CompiledProvider.name, _compiled_scatter,
+                                    _compiled_supports)
+
 scatter_pa_kv_cache_functional_op = NpuOp(
     FUNCTIONAL_SCHEMA, namespace=TORCH_NPU_NS, check=check_scatter_pa_kv_cache_functional,
     reference=scatter_pa_kv_cache_functional_reference, fake=_functional_fake,
