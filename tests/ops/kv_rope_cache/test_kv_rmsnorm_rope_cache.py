@@ -12,6 +12,15 @@ test_npu_kv_rms_norm_rope_cache.py)::
     PA_BLK_*: block index[b*P + s//bs] // bs, offset s % bs;  -1 skips
     NZ: cache memory = [nb, 1, D // ld, bs, ld], ld = 32 // element size
 
+V2 path (v given; hicann/ops-transformer docs/aclnnKvRmsNormRopeCacheV2.md formulas (1)-(5))::
+
+    kv [B, N, S, 192], v [B, N, S, 128], N in {1, 2, 4, 8}, cos/sin [B, N, S, 64]
+    y       = kv / sqrt(mean(kv^2) + eps) * gamma (all 192);  x = y[..., :64]
+    k_embed = cat(rope(cat(x[0::2], x[1::2])), y[..., 64:])                -> k_cache
+    v                                                                       -> ckv_cache
+    int8 only; scale/offset [N, D] per head; every head of a token goes to the token's slot
+    outputs: (k_embed, v); zeros in 'Norm' without a quantized cache
+
 Goldens are Python loops over tokens in float64; caches start filled with a sentinel so that
 every slot the call does not name is checked unchanged, bit for bit.
 """
@@ -29,7 +38,7 @@ from npu_anywhere import dtypes as npu_dtypes
 from npu_anywhere import targets
 
 OP = "npu_kv_rmsnorm_rope_cache: expected"
-_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32}
+_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 SENT = {torch.float16: 9.0, torch.bfloat16: 9.0, torch.float32: 9.0, torch.int8: 77,
         torch.float8_e4m3fn: 9.0, torch.float8_e5m2: 9.0}
 
@@ -52,13 +61,29 @@ def golden_rows(kv, gamma, cos, sin, eps):
     return k, y
 
 
+def golden_v2(kv, gamma, cos, sin, v, eps):
+    """(k_embed, v) float64 [B, N, S, 192] / [B, N, S, 128] from the V2 doc formulas."""
+    kv, gamma, cos, sin = (t.double() for t in (kv, gamma, cos, sin))
+    y = kv / torch.sqrt((kv * kv).mean(-1, keepdim=True) + eps) * gamma
+    x = y[..., :64]
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    rope = torch.cat((x1, x2), -1) * cos + torch.cat((-x2, x1), -1) * sin
+    return torch.cat((rope, y[..., 64:]), -1), v.double()
+
+
+def per_head(t):
+    """A quant parameter as float64 broadcasting over [B, N, S, D] rows: [N, D] -> [N, 1, D]."""
+    t = t.double()
+    return t.reshape(t.shape[0], 1, -1) if t.dim() == 2 else t.reshape(-1)
+
+
 def quant_golden(v, dtype, scale, offset):
     """float64 -> cache dtype following the doc rounding (computed here, not by the library)."""
     if scale is None:
         return v.to(dtype)
-    q = v * scale.double().reshape(-1)
+    q = v * per_head(scale)
     if offset is not None:
-        q = q + offset.double().reshape(-1)
+        q = q + per_head(offset)
     if dtype == torch.int8:
         return torch.round(q).clamp(-128, 127).to(torch.int8)
     lim = 448.0 if dtype == torch.float8_e4m3fn else 57344.0
@@ -87,29 +112,31 @@ def dests(mode, index, b, s, bs):
 
 
 def expected_cache(cache, rows, mode, index, b, s, quant):
-    """(expected cache, written mask) for one cache; rows [B, 1, S, D] in the cache dtype."""
+    """(expected cache, written mask) for one cache; rows [B, N, S, D] in the cache dtype
+    (head n of token (b, s) -> head n of the token's slot)."""
     exp = cache.clone()
     mask = torch.zeros(cache.shape, dtype=torch.bool)
     nz = mode in ("PA_NZ", "PA_BLK_NZ")
     if mode == "Norm":
-        bs = None
+        bs, heads = None, cache.shape[1]
     else:
-        bs = cache.shape[1]
+        bs, heads = cache.shape[1], cache.shape[2]
     d = cache.shape[-1]
     ld = 32 // cache.element_size()
-    view_e = exp.view(cache.shape[0], 1, d // ld, bs, ld) if nz else exp
-    view_m = mask.view(cache.shape[0], 1, d // ld, bs, ld) if nz else mask
+    view_e = exp.view(cache.shape[0], heads, d // ld, bs, ld) if nz else exp
+    view_m = mask.view(cache.shape[0], heads, d // ld, bs, ld) if nz else mask
     for (bi, si), (x, y) in dests(mode, index, b, s, bs):
-        row = rows[bi, 0, si]
-        if mode == "Norm":
-            view_e[x, 0, y] = row
-            view_m[x, 0, y] = True
-        elif nz:
-            view_e[x, 0, :, y, :] = row.reshape(-1, ld)
-            view_m[x, 0, :, y, :] = True
-        else:
-            view_e[x, y, 0] = row
-            view_m[x, y, 0] = True
+        for n in range(heads):
+            row = rows[bi, n, si]
+            if mode == "Norm":
+                view_e[x, n, y] = row
+                view_m[x, n, y] = True
+            elif nz:
+                view_e[x, n, :, y, :] = row.reshape(-1, ld)
+                view_m[x, n, :, y, :] = True
+            else:
+                view_e[x, y, n] = row
+                view_m[x, y, n] = True
     return exp, mask
 
 
@@ -121,33 +148,43 @@ def make(b=2, s=3, dv=32, dk=16, dtype=torch.float16, mode="PA_BNSD", nb=None, b
     cs = (1, 1) if cos_one else (s, 1)
     cos = torch.randn(b, 1, cs[0], dk, generator=g).to(dtype)
     sin = torch.randn(b, 1, cs[0], dk, generator=g).to(dtype)
-    k_dtype, c_dtype = k_dtype or dtype, c_dtype or dtype
+    kc, cc, index = caches_and_index(g, mode, b, 1, s, bs, nb, (dk, dv),
+                                     (k_dtype or dtype, c_dtype or dtype), skip)
+    return kv, gamma, cos, sin, index, kc, cc
+
+
+def caches_and_index(g, mode, b, n, s, bs, nb, widths, cache_dtypes, skip):
+    """Sentinel-filled (k_cache, ckv_cache) with n heads and a valid random index for mode
+    (Norm: Scache = S + 3, Bcache = B + 1; paged: nb blocks, default 2 more than needed)."""
     if mode == "Norm":
         sc = s + 3
-        kc = torch.full((b + 1, 1, sc, dk), SENT[k_dtype]).to(k_dtype)
-        cc = torch.full((b + 1, 1, sc, dv), SENT[c_dtype]).to(c_dtype)
+        kc, cc = (torch.full((b + 1, n, sc, d), SENT[dt]).to(dt)
+                  for d, dt in zip(widths, cache_dtypes))
         index = torch.stack([torch.randperm(sc, generator=g)[:s] for _ in range(b)])
         if skip:
             index[0, 0] = -1
     else:
         pages = math.ceil(s / bs)
         nb = nb or b * pages + 2
-        kc = torch.full((nb, bs, 1, dk), SENT[k_dtype]).to(k_dtype)
-        cc = torch.full((nb, bs, 1, dv), SENT[c_dtype]).to(c_dtype)
+        kc, cc = (torch.full((nb, bs, n, d), SENT[dt]).to(dt)
+                  for d, dt in zip(widths, cache_dtypes))
         if mode in ("PA_BLK_BNSD", "PA_BLK_NZ"):
             index = torch.randperm(nb, generator=g)[:b * pages] * bs
         else:
             index = torch.randperm(nb * bs, generator=g)[:b * s]
         if skip:
             index[0] = -1
-    return kv, gamma, cos, sin, index.to(torch.int64), kc, cc
+    return kc, cc, index.to(torch.int64)
 
 
 def check_result(args, out_caches, outs, mode, eps=1e-5, scales=(None, None),
-                 offsets=(None, None), is_output_kv=True):
+                 offsets=(None, None), is_output_kv=True, v=None):
     kv, gamma, cos, sin, index, kc0, cc0 = args
     b, _, s, _ = kv.shape
-    k64, y64 = golden_rows(kv, gamma, cos, sin, eps)
+    if v is None:
+        k64, y64 = golden_rows(kv, gamma, cos, sin, eps)
+    else:
+        k64, y64 = golden_v2(kv, gamma, cos, sin, v, eps)
     for cache0, cache, rows, scale, offset in ((kc0, out_caches[0], k64, scales[0], offsets[0]),
                                                (cc0, out_caches[1], y64, scales[1], offsets[1])):
         quant = cache0.dtype in (torch.int8, torch.float8_e4m3fn, torch.float8_e5m2)
@@ -157,8 +194,7 @@ def check_result(args, out_caches, outs, mode, eps=1e-5, scales=(None, None),
         # every slot not named: unchanged, bit for bit
         assert torch.equal(bits(cache)[~mask], bits(cache0)[~mask])
         if cache0.dtype == torch.int8:
-            pre = rows * scale.double().reshape(-1) + (0 if offset is None else
-                                                      offset.double().reshape(-1))
+            pre = rows * per_head(scale) + (0 if offset is None else per_head(offset))
             near_tie = ((pre - pre.floor()) - 0.5).abs() < 1e-3
             _, tie_mask = expected_cache(torch.zeros_like(cache0, dtype=torch.int8).view(torch.int8),
                                          near_tie.to(torch.int8), mode, index, b, s, True)
@@ -175,6 +211,10 @@ def check_result(args, out_caches, outs, mode, eps=1e-5, scales=(None, None),
         torch.testing.assert_close(outs[0].double(), k64, rtol=tol, atol=tol)
         torch.testing.assert_close(outs[1].double(), y64, rtol=tol, atol=tol)
         assert outs[0].dtype == kv.dtype and outs[1].dtype == kv.dtype
+        if v is not None:       # c_kv is v itself
+            assert torch.equal(bits(outs[1]), bits(v))
+    else:
+        assert not outs[0].any() and not outs[1].any()
 
 
 MODES = ["Norm", "PA", "PA_BNSD", "PA_NZ", "PA_BLK_BNSD", "PA_BLK_NZ"]
@@ -327,7 +367,6 @@ def test_bad_metadata():
     a = list(_bad())
     cases = [
         (dict(cache_mode="BSND"), ValueError, "cache_mode one of"),
-        (dict(v=torch.zeros(2, 1, 3, 8, dtype=torch.float16)), NotImplementedError, "v None"),
     ]
     for kw, err, msg in cases:
         with pytest.raises(err, match=f"{OP} {msg}"):
@@ -421,3 +460,257 @@ def test_inplace_path_never_copies_the_cache(mode):
     with _Biggest() as m:
         na.npu_kv_rmsnorm_rope_cache(*args, cache_mode=mode)
     assert m.largest < args[5].numel() // 10
+
+
+# -- the V2 path (v given) ---------------------------------------------------------------------
+
+def make_v2(b=2, n=2, s=3, dtype=torch.float16, mode="PA_BNSD", bs=16, k_dtype=None,
+            c_dtype=None, cos_one=False, skip=True, seed=0):
+    """V2 inputs: kv [B, N, S, 192], gamma [192], cos/sin [B, N, S|1, 64], sentinel caches
+    [.., N, 192] / [.., N, 128]; returns (kv, gamma, cos, sin, index, k_cache, ckv_cache), v."""
+    g = torch.Generator().manual_seed(seed)
+    kv = (torch.randn(b, n, s, 192, generator=g) * 2).to(dtype)
+    v = (torch.randn(b, n, s, 128, generator=g) * 3).to(dtype)
+    gamma = (torch.rand(192, generator=g) + 0.5).to(dtype)
+    cs = 1 if cos_one else s
+    cos = torch.randn(b, n, cs, 64, generator=g).to(dtype)
+    sin = torch.randn(b, n, cs, 64, generator=g).to(dtype)
+    kc, cc, index = caches_and_index(g, mode, b, n, s, bs, None, (192, 128),
+                                     (k_dtype or dtype, c_dtype or dtype), skip)
+    return (kv, gamma, cos, sin, index, kc, cc), v
+
+
+def run_v2_and_check(args, v, mode, fn=na.npu_kv_rmsnorm_rope_cache, scales=(None, None),
+                     offsets=(None, None), is_output_kv=True, expect_outputs=True):
+    kc0, cc0 = args[5].clone(), args[6].clone()
+    inputs = [t.clone() for t in args[:5]] + [v.clone()]
+    kw = dict(k_rope_scale=scales[0], c_kv_scale=scales[1], k_rope_offset=offsets[0],
+              c_kv_offset=offsets[1], v=v, cache_mode=mode, is_output_kv=is_output_kv)
+    out = fn(*args, **kw)
+    outs = out[2:] if fn is na.npu_kv_rmsnorm_rope_cache else out
+    b, n, s, _ = args[0].shape
+    assert outs[0].shape == (b, n, s, 192) and outs[1].shape == (b, n, s, 128)
+    check_result(args[:5] + (kc0, cc0), args[5:7], outs, mode, scales=scales, offsets=offsets,
+                 is_output_kv=expect_outputs, v=v)
+    for before, after in zip(inputs, list(args[:5]) + [v]):
+        assert torch.equal(bits(before), bits(after))
+    return out
+
+
+V2_BS = {torch.float16: 16, torch.bfloat16: 16, torch.float32: 8}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype,n", [(torch.float16, 2), (torch.bfloat16, 1),
+                                     (torch.float32, 4)])
+def test_v2_modes_float(mode, dtype, n):
+    args, v = make_v2(n=n, dtype=dtype, mode=mode, s=19 if "BLK" in mode else 3,
+                      bs=V2_BS[dtype])
+    out = run_v2_and_check(args, v, mode, expect_outputs=mode != "Norm")
+    assert out[0] is args[5] and out[1] is args[6]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_v2_int8_asymmetric_per_head(mode):
+    n = 2 if mode != "PA_BLK_NZ" else 8
+    args, v = make_v2(n=n, mode=mode, k_dtype=torch.int8, c_dtype=torch.int8, bs=32,
+                      s=37 if "BLK" in mode else 3)
+    g = torch.Generator().manual_seed(5)
+    scales = (torch.rand(n, 192, generator=g) * 20 + 1, torch.rand(n, 128, generator=g) * 8 + 1)
+    offsets = (torch.randn(n, 192, generator=g) * 3, torch.randn(n, 128, generator=g) * 3)
+    # Norm with a quantized cache: the outputs are written (aclnn V2 doc, isOutputKv rules)
+    run_v2_and_check(args, v, mode, scales=scales, offsets=offsets)
+
+
+@pytest.mark.parametrize("quantized", ["k", "ckv"])
+@pytest.mark.parametrize("mode", ["Norm", "PA_NZ"])
+def test_v2_one_cache_quantized_1d_scales_n1(quantized, mode):
+    # N = 1: 1-D scales [D] (op-plugin's golden passes them so) equal [1, D]
+    kd, cd = (torch.int8, None) if quantized == "k" else (None, torch.int8)
+    args, v = make_v2(n=1, mode=mode, k_dtype=kd, c_dtype=cd, bs=32)
+    scales = (torch.rand(192) * 10 + 1, None) if quantized == "k" else \
+        (None, torch.rand(128) * 10 + 1)
+    run_v2_and_check(args, v, mode, scales=scales)
+    args2, v2 = make_v2(n=1, mode=mode, k_dtype=kd, c_dtype=cd, bs=32)
+    scales2 = tuple(None if t is None else t.reshape(1, -1) for t in scales)
+    na.npu_kv_rmsnorm_rope_cache(*args2, k_rope_scale=scales2[0], c_kv_scale=scales2[1], v=v2,
+                                 cache_mode=mode)
+    assert torch.equal(args2[5], args[5]) and torch.equal(args2[6], args[6])
+
+
+def test_v2_rounding_ties_bit_exact():
+    # epsilon 0, |kv| = 1 everywhere: y = sign(kv) * gamma exactly; cos 1, sin 0: the first 64
+    # values are only de-interleaved.  v values * 2 land on exact .5 ties.
+    kv = torch.ones(1, 1, 1, 192, dtype=torch.float16)
+    kv[..., 1::2] = -1
+    gamma = torch.full((192,), 0.75, dtype=torch.float16)
+    cos = torch.ones(1, 1, 1, 64, dtype=torch.float16)
+    sin = torch.zeros_like(cos)
+    v = torch.tensor([0.25, 0.75, 1.25, -0.25, -0.75, -1.25, 100., -100.] * 16,
+                     dtype=torch.float16).reshape(1, 1, 1, 128)
+    kc = torch.zeros(1, 32, 1, 192, dtype=torch.int8)
+    cc = torch.zeros(1, 32, 1, 128, dtype=torch.int8)
+    out = na.npu_kv_rmsnorm_rope_cache(kv, gamma, cos, sin, torch.tensor([7]), kc, cc,
+                                       k_rope_scale=torch.full((1, 192), 2.0),
+                                       c_kv_scale=torch.full((1, 128), 2.0), v=v,
+                                       epsilon=0.0, cache_mode="PA", is_output_kv=True)
+    # y * 2 = +-1.5: de-interleaved first 64 = 32 x (+1.5) then 32 x (-1.5); ties -> +-2
+    assert kc[0, 7, 0, :64].tolist() == [2] * 32 + [-2] * 32
+    assert kc[0, 7, 0, 64:].tolist() == [2, -2] * 64
+    assert cc[0, 7, 0].tolist() == [0, 2, 2, 0, -2, -2, 127, -128] * 16
+    assert out[2][0, 0, 0, :64].tolist() == [0.75] * 32 + [-0.75] * 32
+    assert torch.equal(out[3], v)
+
+
+def test_v2_norm_outputs_only_with_quantization():
+    args, v = make_v2(mode="Norm")
+    out = na.npu_kv_rmsnorm_rope_cache(*args, v=v, cache_mode="Norm", is_output_kv=True)
+    assert not out[2].any() and not out[3].any()
+    args, v = make_v2(mode="PA")
+    out = na.npu_kv_rmsnorm_rope_cache(*args, v=v, cache_mode="PA", is_output_kv=False)
+    assert out[2].shape == (2, 2, 3, 192) and not out[2].any() and not out[3].any()
+
+
+def test_v2_inplace_and_functional():
+    args, v = make_v2(mode="PA_BLK_NZ", s=19)
+    run_v2_and_check(args, v, "PA_BLK_NZ", fn=na.npu_kv_rmsnorm_rope_cache_v2)
+    fresh, v = make_v2(mode="PA_BLK_NZ", s=19)
+    before = [t.clone() for t in fresh[5:7]]
+    f = na.npu_kv_rmsnorm_rope_cache_v2_functional(*fresh, v=v, cache_mode="PA_BLK_NZ",
+                                                    is_output_kv=True)
+    assert torch.equal(fresh[5], before[0]) and torch.equal(fresh[6], before[1])
+    check_result(fresh[:5] + tuple(before), f[2:], f[:2], "PA_BLK_NZ", v=v)
+
+
+def test_v2_5d_nz_cache_and_uint8_storage():
+    args, v = make_v2(mode="PA_NZ", k_dtype=torch.int8, bs=32)
+    kv, gamma, cos, sin, index, kc, cc = args
+    ks = torch.rand(2, 192) + 1
+    kc5 = kc.clone().view(kc.shape[0], 2, 6, 32, 32)
+    na.npu_kv_rmsnorm_rope_cache(*args, k_rope_scale=ks, v=v, cache_mode="PA_NZ")
+    raw = kc5.view(torch.uint8)
+    # a 5-D NZ cache stored as uint8, read as int8 (ScalarType code 1)
+    na.npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, index, raw, cc.clone(), k_rope_scale=ks,
+                                    v=v, cache_mode="PA_NZ", k_cache_dtype=1)
+    assert torch.equal(kc5.reshape(kc.shape), kc)
+
+
+@pytest.mark.parametrize("mode", ["Norm", "PA", "PA_BNSD"])
+def test_v2_cos_broadcast_over_s_and_noncontiguous(mode):
+    args, v = make_v2(mode=mode, cos_one=True, s=5)
+    kv, gamma, cos, sin, index, kc, cc = args
+    kv_nc = kv.transpose(2, 3).contiguous().transpose(2, 3)
+    v_nc = v.transpose(0, 1).contiguous().transpose(0, 1)
+    assert not kv_nc.is_contiguous() and not v_nc.is_contiguous()
+    kc0, cc0 = kc.clone(), cc.clone()
+    out = na.npu_kv_rmsnorm_rope_cache(kv_nc, gamma, cos, sin, index, kc, cc, v=v_nc,
+                                       cache_mode=mode, is_output_kv=True)
+    check_result((kv, gamma, cos.expand(-1, -1, 5, -1), sin.expand(-1, -1, 5, -1), index, kc0,
+                  cc0), out[:2], out[2:], mode, is_output_kv=mode != "Norm", v=v)
+
+
+def test_v2_strict_mode():
+    args, v = make_v2(mode="PA_BNSD", k_dtype=torch.int8, bs=32)
+    kw = dict(k_rope_scale=torch.ones(2, 192), k_rope_offset=torch.ones(2, 192), v=v,
+              cache_mode="PA_BNSD")
+    with targets.strict("950"):
+        with pytest.raises(ValueError, match=f"{OP} v None on 950"):
+            na.npu_kv_rmsnorm_rope_cache(*args, **kw)
+    for product in ("A2", "A3"):          # offsets are supported in the V2 path on A2/A3
+        with targets.strict(product):
+            na.npu_kv_rmsnorm_rope_cache(*[t.clone() for t in args], **kw)
+    with targets.strict("A2"):
+        a32, v32 = make_v2(mode="PA_BNSD", dtype=torch.float32, bs=8)
+        with pytest.raises(TypeError, match=f"{OP} kv dtype"):
+            na.npu_kv_rmsnorm_rope_cache(*a32, v=v32, cache_mode="PA_BNSD")
+
+
+def _v2_bad(name):
+    """(args, kwargs, error, message) of one bad V2 call, built on valid PA_BNSD inputs."""
+    mode = "PA_BNSD"
+    k8 = name in ("scale_1d_n2", "ranks_differ", "cos_bcast_quant", "k_scale_missing")
+    args, v = make_v2(n=1 if name == "ranks_differ" else 2, mode=mode, bs=32,
+                      k_dtype=torch.int8 if k8 else None,
+                      c_dtype=torch.int8 if name == "ranks_differ" else None,
+                      cos_one=name in ("cos_bcast_nz", "cos_bcast_quant"))
+    args = list(args)
+    kw = dict(v=v, cache_mode=mode)
+    if k8 and name != "k_scale_missing":
+        kw["k_rope_scale"] = torch.ones(2, 192)
+    b, n, s = args[0].shape[:3]
+    if name == "v_dv_64":
+        kw["v"] = v[..., :64]
+        return args, kw, ValueError, "v a last dim of 128"
+    if name == "v_dtype":
+        kw["v"] = v.bfloat16()
+        return args, kw, TypeError, "v the same dtype as kv"
+    if name == "v_3d":
+        kw["v"] = v[0]
+        return args, kw, ValueError, "v a 4-D tensor"
+    if name == "v_tokens":
+        kw["v"] = torch.cat([v, v], 2)
+        return args, kw, RuntimeError, "v kv's \\[B, N, S\\]"
+    if name == "heads_3":
+        args[0] = torch.cat([args[0], args[0][:, :1]], 1)
+        return args, kw, ValueError, "kv a head number \\(dim 1\\) of 1, 2, 4 or 8"
+    if name == "kv_576":
+        args[0] = torch.cat([args[0], args[0], args[0][..., :192]], -1)
+        return args, kw, ValueError, "kv a last dim of 192"
+    if name == "gamma_128":
+        args[1] = args[1][:128]
+        return args, kw, RuntimeError, "gamma kv's last dim \\(192\\)"
+    if name == "cos_32":
+        args[2], args[3] = args[2][..., :32], args[3][..., :32]
+        return args, kw, ValueError, "cos a last dim of 64"
+    if name == "cos_one_head":
+        args[2], args[3] = args[2][:, :1], args[3][:, :1]
+        return args, kw, RuntimeError, "cos shape \\(2, 2, 3, 64\\)"
+    if name == "float8_cache":
+        args[5] = args[5].to(torch.float8_e4m3fn)
+        kw["k_rope_scale"] = torch.ones(2, 192)
+        return args, kw, TypeError, "k_cache dtype float16 \\(kv's\\) or a quantized dtype in " \
+            "\\['int8'\\]"
+    if name == "scale_for_float_cache":
+        kw["c_kv_scale"] = torch.ones(2, 128)
+        return args, kw, ValueError, "c_kv_scale None when ckv_cache is not quantized"
+    if name == "offset_without_scale":
+        kw["c_kv_offset"] = torch.ones(2, 128)
+        return args, kw, ValueError, "c_kv_offset None without c_kv_scale"
+    if name == "k_scale_missing":
+        return args, kw, ValueError, "k_rope_scale a float32 tensor"
+    if name == "scale_1d_n2":
+        kw["k_rope_scale"] = torch.ones(192)
+        return args, kw, RuntimeError, "k_rope_scale shape \\(2, 192\\) \\(\\[N, D\\]"
+    if name == "ranks_differ":
+        kw.update(k_rope_scale=torch.ones(192), c_kv_scale=torch.ones(1, 128))
+        return args, kw, RuntimeError, "c_kv_scale k_rope_scale's number of dims"
+    if name == "cos_bcast_nz":
+        kw["cache_mode"] = "PA_NZ"
+        return args, kw, RuntimeError, "cos shape \\(2, 2, 3, 64\\) with cache_mode 'PA_NZ'"
+    if name == "cos_bcast_quant":
+        return args, kw, RuntimeError, "cos shape \\(2, 2, 3, 64\\) with cache_mode " \
+            "'PA_BNSD' and a quantized cache"
+    if name == "index_out_of_range":
+        args[4][2] = 10 ** 6
+        return args, kw, IndexError, "index values in"
+    if name == "index_repeat":
+        args[4][2] = int(args[4][3])
+        return args, kw, ValueError, "index values that do not repeat"
+    raise AssertionError(name)
+
+
+V2_BAD = ["v_dv_64", "v_dtype", "v_3d", "v_tokens", "heads_3", "kv_576", "gamma_128", "cos_32",
+          "cos_one_head", "float8_cache", "scale_for_float_cache", "offset_without_scale",
+          "k_scale_missing", "scale_1d_n2", "ranks_differ", "cos_bcast_nz", "cos_bcast_quant",
+          "index_out_of_range", "index_repeat"]
+
+
+@pytest.mark.parametrize("name", V2_BAD)
+def test_v2_bad_inputs_raise_and_modify_nothing(name):
+    args, kw, err, msg = _v2_bad(name)
+    kc0, cc0 = bits(args[5]).clone(), bits(args[6]).clone()
+    for fn, op in ((na.npu_kv_rmsnorm_rope_cache, OP),
+                   (na.npu_kv_rmsnorm_rope_cache_v2, "npu_kv_rmsnorm_rope_cache_v2: expected")):
+        with pytest.raises(err, match=f"{op} {msg}"):
+            fn(*args, **kw)
+        assert torch.equal(bits(args[5]), kc0) and torch.equal(bits(args[6]), cc0)

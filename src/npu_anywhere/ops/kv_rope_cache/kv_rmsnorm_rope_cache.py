@@ -4,8 +4,11 @@ npu_kv_rmsnorm_rope_cache_v2_functional.
 DeepSeek MLA's KV path in one op: the last dim of ``kv`` ``[B, N, S, D]`` is split into
 ``Dv = gamma.shape[0]`` values (RMSNorm with ``gamma`` -> ``ckv_cache``) and the following
 ``Dk = cos.shape[-1]`` values (interleaved RoPE -> ``k_cache``); both results are written into
-their caches at the positions ``index`` names (``-1`` skips).  See the docstring of
-:func:`npu_kv_rmsnorm_rope_cache` for the formulas, cache modes and quantization.
+their caches at the positions ``index`` names (``-1`` skips).  With ``v`` (the V2 path of
+aclnnKvRmsNormRopeCacheV2, A2/A3): ``kv`` ``[B, N, S, 192]`` is all k -- RMSNorm over 192, RoPE of
+its first 64 values -> ``k_cache`` -- and ``v`` ``[B, N, S, 128]`` goes to ``ckv_cache`` as is.
+See the docstring of :func:`npu_kv_rmsnorm_rope_cache` for the formulas, cache modes and
+quantization.
 """
 
 from __future__ import annotations
@@ -49,6 +52,10 @@ KV_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _STRICT_KV = (torch.float16, torch.bfloat16)
 QUANT_DTYPES = (torch.int8, torch.float8_e5m2, torch.float8_e4m3fn)
 _SUPPORTED = frozenset({Product.A2, Product.A3, Product.ASCEND_950})
+# The V2 path (v given; aclnnKvRmsNormRopeCacheV2's "kv separated" scene): fixed sizes, A2/A3.
+V2_DK, V2_DV, V2_ROPE = 192, 128, 64
+V2_HEADS = (1, 2, 4, 8)
+V2_UNSUPPORTED = frozenset({Product.ASCEND_950})
 
 
 def _name(dtype) -> str:
@@ -85,24 +92,66 @@ def _check(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_k
     product = targets.expect_supported(op, _SUPPORTED)
     checks.expect_one_of(cache_mode, CACHE_MODES, op, "cache_mode")
     if v is not None:
-        checks.expect(False, op, "v", "None (the aclnnKvRmsNormRopeCacheV2 path selected by v, "
-                      "Dk=192/Dv=128, is not emulated)", _shape(v)(), NotImplementedError)
+        checks.expect(product not in V2_UNSUPPORTED, op, "v", lambda: f"None on {product.value} "
+                      "(aclnnKvRmsNormRopeCacheV2 doc: the V2 path is A2/A3 only; the 950 does "
+                      "not process v)", "a tensor", ValueError)
     checks.expect_dim(kv, 4, op, "kv")
     checks.expect_dim(gamma, 1, op, "gamma")
     checks.expect_dim(cos, 4, op, "cos")
     checks.expect_dim(sin, 4, op, "sin")
+    same = {"kv": kv, "gamma": gamma, "cos": cos, "sin": sin}
+    if v is not None:
+        checks.expect_dim(v, 4, op, "v")
+        same["v"] = v
     allowed = _STRICT_KV if product is not None else KV_DTYPES
     checks.expect_dtype(kv, allowed, op, "kv")
-    checks.expect_same_dtype({"kv": kv, "gamma": gamma, "cos": cos, "sin": sin}, op)
+    checks.expect_same_dtype(same, op)
     checks.expect_dtype(index, (torch.int64,), op, "index")
     named = {"kv": kv, "gamma": gamma, "cos": cos, "sin": sin, "index": index,
              "k_cache": k_cache, "ckv_cache": ckv_cache}
+    if v is not None:
+        named["v"] = v
     optional = {n: t for n, t in (("k_rope_scale", k_rope_scale), ("c_kv_scale", c_kv_scale),
                                   ("k_rope_offset", k_rope_offset),
                                   ("c_kv_offset", c_kv_offset)) if t is not None}
     checks.expect_same_device({**named, **optional}, op)
     for n, t in {**named, **optional}.items():
         checks.expect_nonempty(t, op, n)
+    if v is None:
+        dk, dv = _check_v1_shapes(op, kv, gamma, cos, sin)
+    else:
+        dk, dv = _check_v2_shapes(op, kv, gamma, cos, sin, v)
+    # caches: dtypes and quantization
+    k_eff, k_quant = _cache_format(op, k_cache, k_cache_dtype, "k_cache")
+    c_eff, c_quant = _cache_format(op, ckv_cache, ckv_cache_dtype, "ckv_cache")
+    params = ((k_eff, k_quant, k_rope_scale, k_rope_offset),
+              (c_eff, c_quant, c_kv_scale, c_kv_offset))
+    if v is None:
+        _check_v1_quant(op, product, kv, params, dk, dv)
+    else:
+        _check_v2_quant(op, kv, cos, params, cache_mode)
+    _check_layout(op, kv, index, k_cache, ckv_cache, k_eff, c_eff, cache_mode, dk, dv)
+
+
+def _rope_shape_check(op, cos, sin, rope_shapes):
+    checks.expect(tuple(cos.shape) in rope_shapes, op, "cos",
+                  lambda: f"shape {rope_shapes[0]} or {rope_shapes[1]}", _shape(cos),
+                  RuntimeError)
+    checks.expect(sin.shape == cos.shape, op, "sin", lambda: f"cos's shape {tuple(cos.shape)}",
+                  _shape(sin), RuntimeError)
+
+
+def _check_cache_dtype(op, kv, name, eff, quant_allowed, why=""):
+    ok = eff == kv.dtype or eff in quant_allowed
+    checks.expect(ok, op, name, lambda: f"dtype {_name(kv.dtype)} (kv's) or a quantized "
+                  f"dtype in {[_name(q) for q in quant_allowed]}{why}", _name(eff), TypeError)
+
+
+_NAMES = (("k_cache", "k_rope_scale", "k_rope_offset"), ("ckv_cache", "c_kv_scale", "c_kv_offset"))
+
+
+def _check_v1_shapes(op, kv, gamma, cos, sin):
+    """Shapes of the V1 path (v None): kv = [RMSNorm part Dv | RoPE part Dk]; (Dk, Dv)."""
     b, n, s, d = kv.shape
     dv, dk = gamma.shape[0], cos.shape[3]
     checks.expect(n == 1, op, "kv", "a head number (dim 1) of 1 (the op serves DeepSeek MLA: "
@@ -111,24 +160,15 @@ def _check(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_k
                   lambda: f"Dk = {dk}", ValueError)
     checks.expect(dk + dv == d, op, "kv", lambda: f"a last dim D = Dv + Dk = {dv} + {dk} "
                   "(gamma's length plus cos's last dim)", lambda: f"D = {d}", RuntimeError)
-    rope_shapes = ((b, 1, s, dk), (b, 1, 1, dk))
-    checks.expect(tuple(cos.shape) in rope_shapes, op, "cos",
-                  lambda: f"shape {rope_shapes[0]} or {rope_shapes[1]}", _shape(cos),
-                  RuntimeError)
-    checks.expect(sin.shape == cos.shape, op, "sin", lambda: f"cos's shape {tuple(cos.shape)}",
-                  _shape(sin), RuntimeError)
-    # caches: dtypes and quantization
-    k_eff, k_quant = _cache_format(op, k_cache, k_cache_dtype, "k_cache")
-    c_eff, c_quant = _cache_format(op, ckv_cache, ckv_cache_dtype, "ckv_cache")
+    _rope_shape_check(op, cos, sin, ((b, 1, s, dk), (b, 1, 1, dk)))
+    return dk, dv
+
+
+def _check_v1_quant(op, product, kv, params, dk, dv):
+    n = kv.shape[1]
     quant_allowed = (torch.int8,) if product in PRE_950 else QUANT_DTYPES
-    for name, eff, quant, scale, offset, sname, oname, width in (
-            ("k_cache", k_eff, k_quant, k_rope_scale, k_rope_offset, "k_rope_scale",
-             "k_rope_offset", dk),
-            ("ckv_cache", c_eff, c_quant, c_kv_scale, c_kv_offset, "c_kv_scale",
-             "c_kv_offset", dv)):
-        ok = eff == kv.dtype or eff in quant_allowed
-        checks.expect(ok, op, name, lambda: f"dtype {_name(kv.dtype)} (kv's) or a quantized "
-                      f"dtype in {[_name(q) for q in quant_allowed]}", _name(eff), TypeError)
+    for (name, sname, oname), (eff, quant, scale, offset), width in zip(_NAMES, params, (dk, dv)):
+        _check_cache_dtype(op, kv, name, eff, quant_allowed)
         if not quant:
             continue
         checks.expect(scale is not None, op, sname, lambda name=name: "a float32 tensor (required"
@@ -145,7 +185,75 @@ def _check(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_k
             checks.expect(tuple(t.shape) in shapes, op, pname,
                           lambda shapes=shapes: f"shape {shapes[0]}, {shapes[1]} or {shapes[2]}",
                           _shape(t), RuntimeError)
-    _check_layout(op, kv, index, k_cache, ckv_cache, k_eff, c_eff, cache_mode, dk, dv)
+
+
+def _check_v2_shapes(op, kv, gamma, cos, sin, v):
+    """Shapes of the V2 path (v given): kv = k [B, N, S, 192], v [B, N, S, 128]; (Dk, Dv).
+
+    Rules from hicann/ops-transformer ``posembedding/kv_rms_norm_rope_cache/docs/
+    aclnnKvRmsNormRopeCacheV2.md`` (V2 scene, A2/A3 input combinations) and
+    ``op_host/kv_rms_norm_rope_cache_{base,ds}_tiling.cpp`` (N in {1, 2, 4, 8}, v's last dim
+    128, gamma 192, cos 64, quant parameter shapes)."""
+    b, n, s, d = kv.shape
+    checks.expect(n in V2_HEADS, op, "kv", "a head number (dim 1) of 1, 2, 4 or 8 (the V2 path "
+                  "selected by v)", _shape(kv), ValueError)
+    checks.expect(d == V2_DK, op, "kv", f"a last dim of {V2_DK} (the V2 path selected by v: kv "
+                  "holds only k)", lambda: f"D = {d}", ValueError)
+    checks.expect(gamma.shape[0] == d, op, "gamma", lambda: f"kv's last dim ({d}) as its length "
+                  "(the V2 path normalizes all of kv)", lambda: f"length {gamma.shape[0]}",
+                  RuntimeError)
+    checks.expect(cos.shape[3] == V2_ROPE, op, "cos", f"a last dim of {V2_ROPE} (the V2 path "
+                  f"rotates the first {V2_ROPE} normalized values)",
+                  lambda: f"Dk = {cos.shape[3]}", ValueError)
+    _rope_shape_check(op, cos, sin, ((b, n, s, V2_ROPE), (b, n, 1, V2_ROPE)))
+    checks.expect(tuple(v.shape[:3]) == (b, n, s), op, "v", lambda: f"kv's [B, N, S] "
+                  f"{(b, n, s)} as its first three dims", _shape(v), RuntimeError)
+    checks.expect(v.shape[3] == V2_DV, op, "v", f"a last dim of {V2_DV} (op-plugin takes the "
+                  f"V2 path only for Dv = {V2_DV})", lambda: f"Dv = {v.shape[3]}", ValueError)
+    return V2_DK, V2_DV
+
+
+def _check_v2_quant(op, kv, cos, params, cache_mode):
+    """Cache dtypes and quantization parameters of the V2 path (A2/A3 rules: int8 only, a scale
+    is given exactly for a quantized cache, shapes [N, D]), and its cos/sin S-broadcast rule."""
+    b, n, s, _ = kv.shape
+    quantized = False
+    present = []
+    for (name, sname, oname), (eff, quant, scale, offset), width in zip(
+            _NAMES, params, (V2_DK, V2_DV)):
+        _check_cache_dtype(op, kv, name, eff, (torch.int8,),
+                           " (the V2 path runs on A2/A3 only, which quantize to int8 only)")
+        if quant:
+            checks.expect(scale is not None, op, sname, lambda name=name: "a float32 tensor "
+                          f"(required when {name} is quantized)", "None", ValueError)
+        else:
+            checks.expect(scale is None, op, sname, lambda name=name: f"None when {name} is not "
+                          "quantized (the V2 path treats a given scale as quantizing its cache)",
+                          "a tensor", ValueError)
+        checks.expect(offset is None or scale is not None, op, oname, lambda sname=sname:
+                      f"None without {sname} (an offset needs its scale)", "a tensor",
+                      ValueError)
+        quantized = quantized or quant
+        shapes = ((n, width), (width,)) if n == 1 else ((n, width),)
+        for pname, t in ((sname, scale), (oname, offset)):
+            if t is None:
+                continue
+            checks.expect_dtype(t, (torch.float32,), op, pname)
+            checks.expect(tuple(t.shape) in shapes, op, pname, lambda shapes=shapes: "shape "
+                          + " or ".join(str(x) for x in shapes) + " ([N, D] in the V2 path)",
+                          _shape(t), RuntimeError)
+            present.append((pname, t))
+    for pname, t in present[1:]:
+        checks.expect(t.dim() == present[0][1].dim(), op, pname, lambda: f"{present[0][0]}'s "
+                      f"number of dims ({present[0][1].dim()}; the V2 path takes all quant "
+                      "parameters with the same rank)", lambda t=t: f"{t.dim()} dims",
+                      RuntimeError)
+    if cos.shape[2] != s:
+        ok = cache_mode == "Norm" or (cache_mode in ("PA", "PA_BNSD") and not quantized)
+        checks.expect(ok, op, "cos", lambda: f"shape {(b, n, s, V2_ROPE)} with cache_mode "
+                      f"{cache_mode!r}{' and a quantized cache' if quantized else ''} (the V2 "
+                      "path broadcasts cos/sin over S only in 'Norm', or in 'PA'/'PA_BNSD' "
+                      "without quantization)", _shape(cos), RuntimeError)
 
 
 def _check_layout(op, kv, index, k_cache, ckv_cache, k_eff, c_eff, cache_mode, dk, dv):
@@ -221,16 +329,27 @@ check_kv_rmsnorm_rope_cache_v2_functional = _make_check(FUNCTIONAL_OP)
 
 # -- math --------------------------------------------------------------------------------------
 
+def interleave_rope(x, cos, sin):
+    """RoPE of interleaved pairs, in x's (float32) dtype: de-interleave x to (x0, x2, x4, ...,
+    x1, x3, ...), then ``xd * cos + cat(-xd2, xd1) * sin``."""
+    xd = torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)
+    c, signed_sin = rotation.prepare(cos, sin, "half", x.dtype)
+    return rotation.rope(xd, c, signed_sin, "half")
+
+
 def norm_and_rope(kv, gamma, cos, sin, epsilon):
     """(k_embed, y) in float32: interleaved RoPE of kv[..., Dv:] and RMSNorm of kv[..., :Dv]."""
     dv = gamma.shape[0]
     y, _ = rms_norm_fp32(kv[..., :dv], gamma, epsilon)
-    x = kv[..., dv:].to(y.dtype)
-    # de-interleave: (x0, x2, x4, ..., x1, x3, ...), then the half-mode rotation cat(-x2, x1)
-    xd = torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)
-    c, signed_sin = rotation.prepare(cos, sin, "half", x.dtype)
-    k = rotation.rope(xd, c, signed_sin, "half")
-    return k, y
+    return interleave_rope(kv[..., dv:].to(y.dtype), cos, sin), y
+
+
+def norm_then_rope(kv, gamma, cos, sin, epsilon):
+    """The V2 path's k in float32: RMSNorm of all of kv, then interleaved RoPE of its first
+    ``cos.shape[-1]`` values, the rest kept: ``cat(rope(y[..., :64]), y[..., 64:])``."""
+    y, _ = rms_norm_fp32(kv, gamma, epsilon)
+    r = cos.shape[-1]
+    return torch.cat((interleave_rope(y[..., :r], cos, sin), y[..., r:]), dim=-1)
 
 
 def _quantize(values, eff, scale, offset, heads):
@@ -312,9 +431,9 @@ def _plan(op, index, b, s, k_cache, cache_mode):
 
 
 def _write(cache, rows, dest, cache_mode):
-    if cache_mode == "Norm":
+    if cache_mode == "Norm":        # cache[b, n, pos] for every head n
         batch, pos = dest
-        bitwise(cache)[batch, 0, pos] = bitwise(rows)
+        bitwise(cache)[batch, :, pos] = bitwise(rows).reshape(batch.numel(), cache.shape[1], -1)
     elif cache_mode in NZ_MODES:
         if cache.dim() == 4:    # [nb, bs, N, D] whose memory holds [nb, N*D//ld, bs, ld]
             nb, bs, n, d = cache.shape
@@ -328,28 +447,49 @@ def _write(cache, rows, dest, cache_mode):
 
 def run_into(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale,
              k_rope_offset, c_kv_offset, epsilon, cache_mode, is_output_kv, k_cache_dtype,
-             ckv_cache_dtype):
+             ckv_cache_dtype, v=None):
     """Compute, validate the index values, then write both caches; returns (k_rope, c_kv)."""
     b, n, s, _ = kv.shape
     k_eff, _ = _cache_format(op, k_cache, k_cache_dtype, "k_cache")
     c_eff, _ = _cache_format(op, ckv_cache, ckv_cache_dtype, "ckv_cache")
     keep, dest = _plan(op, index, b, s, k_cache, cache_mode)
-    k, y = norm_and_rope(kv, gamma, cos, sin, epsilon)
-    rows_k, rows_y = k.reshape(b * s, -1), y.reshape(b * s, -1)
+    if v is None:
+        k, y = norm_and_rope(kv, gamma, cos, sin, epsilon)
+        rows_k, rows_y = k.reshape(b * s, -1), y.reshape(b * s, -1)
+        k_params, c_params = (k_rope_scale, k_rope_offset), (c_kv_scale, c_kv_offset)
+    else:
+        k, y = norm_then_rope(kv, gamma, cos, sin, epsilon), v
+        # one row [N, D] per token (b, s); v is quantized from its float32 value (a float
+        # scale promotes it), else copied
+        rows_k, rows_y = (t.transpose(1, 2).reshape(b * s, n, -1) for t in (k, v))
+        def per_head(t):        # [N, D] (or [D] for N = 1) -> [1, N, D] against [T, N, D]
+            return None if t is None else t.reshape(1, n, -1)
+        k_params = (per_head(k_rope_scale), per_head(k_rope_offset))
+        c_params = (per_head(c_kv_scale), per_head(c_kv_offset))
     if keep is not None:
         rows_k, rows_y = rows_k[keep], rows_y[keep]
-    k_rows = _cache_values(rows_k, k_eff, k_rope_scale, k_rope_offset, n, k_cache.dtype)
-    c_rows = _cache_values(rows_y, c_eff, c_kv_scale, c_kv_offset, n, ckv_cache.dtype)
+    k_rows = _cache_values(rows_k, k_eff, *k_params, n, k_cache.dtype)
+    c_rows = _cache_values(rows_y, c_eff, *c_params, n, ckv_cache.dtype)
     _write(k_cache, k_rows, dest, cache_mode)
     _write(ckv_cache, c_rows, dest, cache_mode)
-    if is_output_kv:
-        return k.to(kv.dtype), y.to(kv.dtype)
-    return (kv.new_zeros((b, n, s, cos.shape[3])), kv.new_zeros((b, n, s, gamma.shape[0])))
+    if v is None:
+        if is_output_kv:
+            return k.to(kv.dtype), y.to(kv.dtype)
+        return (kv.new_zeros((b, n, s, cos.shape[3])), kv.new_zeros((b, n, s, gamma.shape[0])))
+    # V2: in 'Norm' without quantization the kernel does not write the outputs (tiling sets
+    # isOutputKv = 0; aclnn doc: "Norm ... 仅在V2场景中开启量化模式时有效")
+    quantized = k_eff in QUANT_DTYPES or c_eff in QUANT_DTYPES
+    if is_output_kv and (cache_mode != "Norm" or quantized):
+        return k.to(kv.dtype).contiguous(), v.clone(memory_format=torch.contiguous_format)
+    return kv.new_zeros((b, n, s, V2_DK)), kv.new_zeros((b, n, s, V2_DV))
 
 
-def _outputs_fake(kv, gamma, cos):
-    b, n, s, _ = kv.shape
-    return kv.new_empty((b, n, s, cos.shape[3])), kv.new_empty((b, n, s, gamma.shape[0]))
+def _outputs_fake(kv, gamma, cos, v=None):
+    """(k_rope, c_kv): [B, N, S, Dk] and [B, N, S, Dv] -- Dk = cos's last dim and Dv = gamma's
+    length in V1, kv's and v's last dims in V2 (op-plugin's meta functions)."""
+    b, n, s, d = kv.shape
+    dk, dv = (cos.shape[3], gamma.shape[0]) if v is None else (d, v.shape[3])
+    return kv.new_empty((b, n, s, dk)), kv.new_empty((b, n, s, dv))
 
 
 # -- registration ------------------------------------------------------------------------------
@@ -359,11 +499,11 @@ def _inplace_reference(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope
                        epsilon=1e-05, cache_mode="Norm", is_output_kv=False):
     return run_into(OP, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
                     c_kv_scale, k_rope_offset, c_kv_offset, epsilon, cache_mode, is_output_kv,
-                    None, None)
+                    None, None, v)
 
 
 def _inplace_fake(kv, gamma, cos, sin, index, k_cache, ckv_cache, **kwargs):
-    return _outputs_fake(kv, gamma, cos)
+    return _outputs_fake(kv, gamma, cos, kwargs.get("v"))
 
 
 def _v2_reference(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None,
@@ -372,23 +512,27 @@ def _v2_reference(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scal
                   ckv_cache_dtype=None):
     return run_into(V2_OP, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
                     c_kv_scale, k_rope_offset, c_kv_offset, epsilon, cache_mode, is_output_kv,
-                    k_cache_dtype, ckv_cache_dtype)
+                    k_cache_dtype, ckv_cache_dtype, v)
 
 
 def _functional_reference(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None,
                           c_kv_scale=None, k_rope_offset=None, c_kv_offset=None, v=None,
                           epsilon=1e-05, cache_mode="Norm", is_output_kv=False,
                           k_cache_dtype=None, ckv_cache_dtype=None):
-    # op-plugin clones both caches (at::clone keeps the strides), then runs the kernel on them.
+    # Clone both caches (at::clone keeps the strides) and write the clones.  op-plugin's
+    # KvRmsNormRopeCacheNpuOpApi.cpp clones too, but hands the kernel the wrappers of the
+    # *input* caches and returns the untouched clones; the functional schema (no mutation)
+    # and the op's purpose say "new, updated caches", which is what this does.
     k_out, ckv_out = k_cache.clone(), ckv_cache.clone()
     k_rope, c_kv = run_into(FUNCTIONAL_OP, kv, gamma, cos, sin, index, k_out, ckv_out,
                             k_rope_scale, c_kv_scale, k_rope_offset, c_kv_offset, epsilon,
-                            cache_mode, is_output_kv, k_cache_dtype, ckv_cache_dtype)
+                            cache_mode, is_output_kv, k_cache_dtype, ckv_cache_dtype, v)
     return k_rope, c_kv, k_out, ckv_out
 
 
 def _functional_fake(kv, gamma, cos, sin, index, k_cache, ckv_cache, **kwargs):
-    return _outputs_fake(kv, gamma, cos) + (torch.empty_like(k_cache), torch.empty_like(ckv_cache))
+    return _outputs_fake(kv, gamma, cos, kwargs.get("v")) + (torch.empty_like(k_cache),
+                                                           torch.empty_like(ckv_cache))
 
 
 _NO_GRAD = "an inference cache write (no backward in op-plugin's derivatives.yaml)"
@@ -403,7 +547,7 @@ kv_rmsnorm_rope_cache_inplace_op.forbid_autograd(_NO_GRAD, public_name=OP)
 def _composite(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None,
                c_kv_scale=None, k_rope_offset=None, c_kv_offset=None, v=None, epsilon=1e-05,
                cache_mode="Norm", is_output_kv=False):
-    k_rope, c_kv = kv_rmsnorm_rope_cache_inplace_op.overload(
+    k_rope, c_kv = kv_rmsnorm_rope_cache_inplace_op(
         kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale=k_rope_scale,
         c_kv_scale=c_kv_scale, k_rope_offset=k_rope_offset, c_kv_offset=c_kv_offset, v=v,
         epsilon=epsilon, cache_mode=cache_mode, is_output_kv=is_output_kv)
@@ -434,7 +578,7 @@ def npu_kv_rmsnorm_rope_cache(kv, gamma, cos, sin, index, k_cache, ckv_cache, *,
                               k_rope_scale=None, c_kv_scale=None, k_rope_offset=None,
                               c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
                               is_output_kv=False):
-    return kv_rmsnorm_rope_cache_op.overload(
+    return kv_rmsnorm_rope_cache_op(
         kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale=k_rope_scale,
         c_kv_scale=c_kv_scale, k_rope_offset=k_rope_offset, c_kv_offset=c_kv_offset, v=v,
         epsilon=epsilon, cache_mode=cache_mode, is_output_kv=is_output_kv)
@@ -444,7 +588,7 @@ def npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, index, k_cache, ckv_cache,
                                  k_rope_scale=None, c_kv_scale=None, k_rope_offset=None,
                                  c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
                                  is_output_kv=False, k_cache_dtype=None, ckv_cache_dtype=None):
-    return kv_rmsnorm_rope_cache_v2_op.overload(
+    return kv_rmsnorm_rope_cache_v2_op(
         kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale=k_rope_scale,
         c_kv_scale=c_kv_scale, k_rope_offset=k_rope_offset, c_kv_offset=c_kv_offset, v=v,
         epsilon=epsilon, cache_mode=cache_mode, is_output_kv=is_output_kv,
@@ -456,7 +600,7 @@ def npu_kv_rmsnorm_rope_cache_v2_functional(kv, gamma, cos, sin, index, k_cache,
                                             k_rope_offset=None, c_kv_offset=None, v=None,
                                             epsilon=1e-5, cache_mode="Norm", is_output_kv=False,
                                             k_cache_dtype=None, ckv_cache_dtype=None):
-    return kv_rmsnorm_rope_cache_v2_functional_op.overload(
+    return kv_rmsnorm_rope_cache_v2_functional_op(
         kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale=k_rope_scale,
         c_kv_scale=c_kv_scale, k_rope_offset=k_rope_offset, c_kv_offset=c_kv_offset, v=v,
         epsilon=epsilon, cache_mode=cache_mode, is_output_kv=is_output_kv,
@@ -497,14 +641,31 @@ npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, w
     for k_cache and ``c_kv_scale``/``c_kv_offset`` for ckv_cache (offset optional); float8
     rounds to nearest even and saturates.  Either cache may be quantized on its own.
 
+    **V2 path** (``v`` given; aclnnKvRmsNormRopeCacheV2's "kv separated" scene, A2/A3 only):
+    ``kv`` ``[B, N, S, 192]`` holds only k and ``v`` ``[B, N, S, 128]`` the values,
+    ``N in {1, 2, 4, 8}``, gamma ``[192]``, cos/sin ``[B, N, S, 64]`` (or ``[B, N, 1, 64]``)::
+
+        y       = kv / sqrt(mean(kv ** 2, -1) + epsilon) * gamma       (float32, all 192)
+        x       = y[..., :64]
+        k_embed = cat(rope(cat(x[..., 0::2], x[..., 1::2])), y[..., 64:])  (192 values)
+
+    ``k_embed`` goes to ``k_cache`` ``[.., N, 192]`` and ``v`` (unchanged, or quantized from
+    its float32 value) to ``ckv_cache`` ``[.., N, 128]``; every head ``n`` of token ``(b, s)``
+    goes to the slot the token's index names (Norm: ``cache[b, n, index[b, s]]``; paged:
+    ``cache[block, offset, n]``; NZ: ``[nb, N, D // ld, bs, ld]``, head-major).  Quantization
+    is int8 only, per head: ``scale``/``offset`` ``[N, D]`` (``[D]`` also taken when N = 1).
+
     Parameters
     ----------
     kv : Tensor
         ``[B, 1, S, Dv + Dk]``, float16 or bfloat16 (float32 accepted outside strict mode).
+        With ``v``: ``[B, N, S, 192]``.
     gamma : Tensor
-        ``[Dv]``, kv's dtype.
+        ``[Dv]``, kv's dtype.  With ``v``: ``[192]``.
     cos, sin : Tensor
-        ``[B, 1, S, Dk]`` or ``[B, 1, 1, Dk]``, kv's dtype.
+        ``[B, 1, S, Dk]`` or ``[B, 1, 1, Dk]``, kv's dtype.  With ``v``: ``[B, N, S, 64]`` or
+        ``[B, N, 1, 64]`` (the S-broadcast form only with cache_mode 'Norm', or 'PA'/'PA_BNSD'
+        without quantization).
     index : Tensor
         int64; shape and meaning per cache_mode (table above).
     k_cache, ckv_cache : Tensor
@@ -512,23 +673,30 @@ npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, w
     k_rope_scale, c_kv_scale : Tensor, optional
         float32 ``[1, Dk]``/``[Dk]``/``[1]`` (resp. Dv): required for a quantized cache,
         ignored for a float one (the torch_npu doc example passes both with one float cache).
+        With ``v``: ``[N, 192]`` / ``[N, 128]`` (or ``[192]`` / ``[128]`` when N = 1), given
+        exactly when the cache is int8; all quant parameters of one call have the same rank.
     k_rope_offset, c_kv_offset : Tensor, optional
         float32, same shapes: asymmetric quantization (950 only; A2/A3 do not support it).
+        With ``v``: supported (A2/A3), only together with the matching scale.
     v : Tensor, optional
-        Only None: the aclnnKvRmsNormRopeCacheV2 path it selects is not emulated.
+        ``[B, N, S, 128]``, kv's dtype: selects the V2 path (see above), written to
+        ``ckv_cache``.
     epsilon : float
         Added to the mean of squares (default 1e-5).
     cache_mode : str
         'Norm' (default), 'PA', 'PA_BNSD', 'PA_NZ', 'PA_BLK_BNSD' or 'PA_BLK_NZ'.
     is_output_kv : bool
-        Return ``k_embed`` and ``y`` (rounded to kv's dtype, not quantized).
+        Return ``k_embed`` and ``y`` (rounded to kv's dtype, not quantized); with ``v``,
+        ``k_embed`` (192 values) and a copy of ``v``, except in cache_mode 'Norm' without a
+        quantized cache, where the V2 kernel writes neither.
 
     Returns
     -------
     (k_cache, ckv_cache, k_embed_out, y_out)
         The caches (the input tensors, updated in place), ``[B, 1, S, Dk]`` and
-        ``[B, 1, S, Dv]`` in kv's dtype.  With ``is_output_kv=False`` the last two are zeros
-        (the NPU leaves them uninitialized).
+        ``[B, 1, S, Dv]`` in kv's dtype (with ``v``: ``[B, N, S, 192]`` and
+        ``[B, N, S, 128]``).  Outputs that the NPU leaves uninitialized (``is_output_kv=False``;
+        V2 in 'Norm' without quantization) are zeros here.
 
     Constraints
     -----------
@@ -543,6 +711,13 @@ npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, w
     Strict mode: A2/A3 (torch_npu doc: float16/bfloat16, int8 caches, no offsets) and the 950
     (aclnn doc, seed 002: also float8 caches and offsets).  hifloat8 caches
     (``k_cache_dtype=torch_npu.hifloat8`` in v2) raise NotImplementedError.
+
+    With ``v`` (every product mode; the path exists on A2/A3 only, so their rules apply):
+    N in {1, 2, 4, 8}; kv's last dim 192, gamma 192, cos 64, v 128 and v's [B, N, S] = kv's;
+    caches kv's dtype or int8 (no float8); a scale exactly for each int8 cache, an offset only
+    with its scale; parameter shapes ``[N, D]`` (``[D]`` when N = 1), one rank for all; cos
+    broadcast over S only as above.  Strict mode on the 950 refuses ``v`` (ValueError: the
+    950's aclnnKvRmsNormRopeCacheV2 does not process it).
 
     Notes
     -----
@@ -562,6 +737,31 @@ npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, w
     spelled out by either doc.  RoPE here is "de-interleave, then rotate halves" (seed 002's
     formula), so the cached k is in de-interleaved order.
 
+    The V2 path (``v``) follows hicann/ops-transformer ``posembedding/kv_rms_norm_rope_cache/
+    docs/aclnnKvRmsNormRopeCacheV2.md`` (formulas (1)-(5), V2 scene, quant parameter shapes,
+    A2/A3 input combinations, isOutputKv rules), plus, from the same tree as published in
+    the yuanfang-chen/ops-transformer mirror (hicann's index lacks these files), its ST golden
+    ``tests/st/aclnnKvRmsNormRopeCacheV2/executor_aclnnKvRmsNormRopeCacheV2.py`` (float32
+    norm and RoPE, ``k_rope = cat(rope, y[64:])``, ``c_kv = v``, per-head ``[N, D]`` scales,
+    ``round().clamp(-128, 127)``, NZ cache ``[nb, N, D // d0, bs, d0]``, Norm without
+    quantization writes no outputs), the A2/A3 kernel ``op_kernel/
+    kv_rms_norm_rope_cache_b16_pa_bnsd_quant.h`` (one cast to kv's dtype at the end, quant from
+    the float32 value with the scale row of the token's head, all heads of a token to one slot)
+    and the tiling (``op_host/kv_rms_norm_rope_cache_{base,ds}_tiling.cpp``: N, v 128, gamma
+    192, cos 64, scale shapes; Norm without quantization: isOutputKv forced to 0); op-plugin's
+    ``KvRmsNormRopeCacheNpuOpApi.cpp`` (V2 only for a 4-D v of last dim 128, outputs
+    ``[B, N, S, 192]`` / ``[B, N, S, 128]``) and ``_meta_registrations.py`` (output dims
+    kv's and v's last dims; v's dtype and [B, N, S] equal kv's).  Choices where they differ:
+    a v whose last dim is not 128 raises (op-plugin would silently run V1 and ignore it, while
+    its meta function sizes the outputs from v); 1-D scales are taken only for N = 1 (the doc
+    says ``[N, D]``, the tiling also passes ``[D]``, whose per-head read would overrun it for
+    N > 1); 'PA' and 'PA_BNSD' share the cos-broadcast rule (the doc's table lists it for 'PA'
+    only, the tiling maps both names to one mode).  op-plugin's source comment
+    ("Concat(Rope(RmsNorm(Dk=192)(-63:)), RmsNorm(Dk=192)(:-63))") contradicts every other
+    source on which values are rotated; its own (skipped) golden in
+    ``test/test_custom_ops/test_npu_kv_rms_norm_rope_cache.py`` rotates the first 64, as the doc,
+    the ST golden and the kernel do, and so does this function.
+
     Examples
     --------
     >>> kv = torch.randn(2, 1, 1, 576, dtype=torch.float16)
@@ -574,7 +774,8 @@ npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, w
 """
 
 npu_kv_rmsnorm_rope_cache_v2.__doc__ = """In-place :func:`npu_kv_rmsnorm_rope_cache` that
-    returns only ``(k_embed_out, y_out)`` (``torch_npu.npu_kv_rmsnorm_rope_cache_v2``).
+    returns only ``(k_embed_out, y_out)`` (``torch_npu.npu_kv_rmsnorm_rope_cache_v2``),
+    ``v`` (the V2 path) included.
 
     ``k_cache_dtype`` / ``ckv_cache_dtype`` (torch_npu dtype codes) reinterpret a cache's
     storage, e.g. a uint8 cache holding float8_e4m3fn values; hifloat8 raises

@@ -20,30 +20,47 @@ NAMES = ("npu_kv_rmsnorm_rope_cache", "_npu_kv_rmsnorm_rope_cache_inplace",
 
 
 def _make(mode="PA_BNSD", dtype=torch.float16, *, b=2, s=3, dv=32, dk=32, bs=32,
-          k_dtype=None, c_dtype=None, quant=False, is_output_kv=True):
+          k_dtype=None, c_dtype=None, quant=False, is_output_kv=True, v_heads=None):
+    """V1 inputs, or with ``v_heads`` = N the V2 path's: kv [B, N, S, 192], v [B, N, S, 128],
+    cos [B, N, S, 64], caches of widths 192 / 128 and N heads (``quant``: int8 per-head scales
+    and offsets for the quantized caches)."""
     g = torch.Generator().manual_seed(1)
-    kv = torch.randn(b, 1, s, dv + dk, generator=g).to(dtype)
-    gamma = (torch.rand(dv, generator=g) + 0.5).to(dtype)
-    cos = torch.randn(b, 1, s, dk, generator=g).to(dtype)
-    sin = torch.randn(b, 1, s, dk, generator=g).to(dtype)
+    n = v_heads or 1
+    if v_heads:
+        kv = torch.randn(b, n, s, 192, generator=g).to(dtype)
+        v = torch.randn(b, n, s, 128, generator=g).to(dtype)
+        gamma = (torch.rand(192, generator=g) + 0.5).to(dtype)
+        rope, dk, dv = 64, 192, 128
+    else:
+        kv = torch.randn(b, 1, s, dv + dk, generator=g).to(dtype)
+        gamma = (torch.rand(dv, generator=g) + 0.5).to(dtype)
+        rope = dk
+    cos = torch.randn(b, n, s, rope, generator=g).to(dtype)
+    sin = torch.randn(b, n, s, rope, generator=g).to(dtype)
     k_dtype, c_dtype = k_dtype or dtype, c_dtype or dtype
     if mode == "Norm":
-        kc = torch.zeros(b, 1, s + 2, dk).to(k_dtype)
-        cc = torch.zeros(b, 1, s + 2, dv).to(c_dtype)
+        kc = torch.zeros(b, n, s + 2, dk).to(k_dtype)
+        cc = torch.zeros(b, n, s + 2, dv).to(c_dtype)
         index = torch.stack([torch.randperm(s + 2, generator=g)[:s] for _ in range(b)])
         index[0, 0] = -1
     else:
         pages = math.ceil(s / bs)
         nb = b * pages + 1
-        kc = torch.zeros(nb, bs, 1, dk).to(k_dtype)
-        cc = torch.zeros(nb, bs, 1, dv).to(c_dtype)
+        kc = torch.zeros(nb, bs, n, dk).to(k_dtype)
+        cc = torch.zeros(nb, bs, n, dv).to(c_dtype)
         if "BLK" in mode:
             index = torch.randperm(nb, generator=g)[:b * pages] * bs
         else:
             index = torch.randperm(nb * bs, generator=g)[:b * s]
             index[0] = -1
     kwargs = {"cache_mode": mode, "is_output_kv": is_output_kv}
-    if quant:
+    if v_heads:
+        kwargs["v"] = v
+        for name, oname, cache, d in (("k_rope_scale", "k_rope_offset", kc, dk),
+                                      ("c_kv_scale", "c_kv_offset", cc, dv)):
+            if quant and cache.dtype == torch.int8:
+                kwargs.update({name: torch.rand(n, d) + 1, oname: torch.randn(n, d)})
+    elif quant:
         kwargs.update(k_rope_scale=torch.rand(dk) + 1, c_kv_scale=torch.rand(dv) + 1,
                       k_rope_offset=torch.randn(dk))
     return (kv, gamma, cos, sin, index.to(torch.int64), kc, cc), kwargs
@@ -60,6 +77,15 @@ def _samples(e):
         Sample("PA_BLK_NZ_int8_k", lambda: _make("PA_BLK_NZ", k_dtype=torch.int8, quant=True,
                                                  s=40)),
         Sample("Norm_no_output_kv", lambda: _make("Norm", is_output_kv=False)),
+        # the V2 path (v given)
+        Sample("v2_PA_BNSD_fp16_n2", lambda: _make("PA_BNSD", bs=16, v_heads=2)),
+        Sample("v2_Norm_bf16_n4", lambda: _make("Norm", torch.bfloat16, v_heads=4)),
+        Sample("v2_PA_NZ_int8_both_n2", lambda: _make("PA_NZ", k_dtype=torch.int8,
+                                                      c_dtype=torch.int8, quant=True,
+                                                      v_heads=2)),
+        Sample("v2_Norm_int8_k_n1", lambda: _make("Norm", k_dtype=torch.int8, quant=True,
+                                                  v_heads=1)),
+        Sample("v2_PA_BLK_NZ_fp16_n4", lambda: _make("PA_BLK_NZ", bs=16, s=20, v_heads=4)),
     ]
 
 
@@ -86,6 +112,37 @@ def _errors(e, op):
                     f"{op}: expected k_cache a BlockSize"),
         ErrorSample("nz_dk_8", lambda: _make("PA_NZ", dk=8, dv=56, bs=16), ValueError,
                     f"{op}: expected k_cache a last dim whose bytes"),
+    ]
+
+    def v2_with(mutate, **kw):
+        def make():
+            args, kwargs = _make(bs=16, v_heads=2)
+            args = list(args)
+            mutate(args, kwargs)
+            kwargs.update(kw)
+            return tuple(args), kwargs
+        return make
+    e.errors += [
+        ErrorSample("v2_v_dv_64", v2_with(lambda a, k: k.update(v=k["v"][..., :64])),
+                    ValueError, f"{op}: expected v a last dim of 128"),
+        ErrorSample("v2_v_dtype", v2_with(lambda a, k: k.update(v=k["v"].float())),
+                    TypeError, f"{op}: expected v the same dtype as kv"),
+        ErrorSample("v2_v_tokens", v2_with(lambda a, k: k.update(v=k["v"][:, :, :2])),
+                    RuntimeError, f"{op}: expected v kv's"),
+        ErrorSample("v2_heads_3", v2_with(lambda a, k: a.__setitem__(0, a[0][:, :1].expand(
+            -1, 3, -1, -1))), ValueError, f"{op}: expected kv a head number"),
+        ErrorSample("v2_gamma_128", v2_with(lambda a, k: a.__setitem__(1, a[1][:128])),
+                    RuntimeError, f"{op}: expected gamma kv's last dim"),
+        ErrorSample("v2_float_cache_scale", v2_with(lambda a, k: None,
+                                                    c_kv_scale=torch.ones(2, 128)),
+                    ValueError, f"{op}: expected c_kv_scale None when ckv_cache is not"),
+        ErrorSample("v2_scale_1d_n2", v2_with(lambda a, k: a.__setitem__(5, a[5].to(torch.int8)),
+                                              k_rope_scale=torch.ones(192)),
+                    RuntimeError, f"{op}: expected k_rope_scale shape .2, 192. .\\[N, D\\]"),
+        ErrorSample("v2_cos_bcast_nz", v2_with(lambda a, k: (a.__setitem__(2, a[2][:, :, :1]),
+                                                             a.__setitem__(3, a[3][:, :, :1])),
+                                               cache_mode="PA_NZ"),
+                    RuntimeError, f"{op}: expected cos shape .2, 2, 3, 64. with cache_mode"),
     ]
 
 
