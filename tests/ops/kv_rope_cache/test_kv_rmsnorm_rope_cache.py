@@ -714,3 +714,43 @@ def test_v2_bad_inputs_raise_and_modify_nothing(name):
         with pytest.raises(err, match=f"{op} {msg}"):
             fn(*args, **kw)
         assert torch.equal(bits(args[5]), kc0) and torch.equal(bits(args[6]), cc0)
+
+
+# -- the compiled provider ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode,quant,v2", [("Norm", False, False), ("PA_NZ", True, False),
+                                           ("PA_BLK_BNSD", False, False), ("PA_BNSD", True, True),
+                                           ("PA_NZ", False, True)])
+def test_compiled_provider_matches_the_reference_bit_for_bit(mode, quant, v2):
+    """Calls without a skipped token run compiled code; it writes the same bits as the eager
+    reference (emulate_precision_casts keeps the roundings), and skipped tokens stay eager."""
+    from npu_anywhere import dispatch
+    from npu_anywhere.kernels import compiled
+    from npu_anywhere.ops.kv_rope_cache import kv_rmsnorm_rope_cache as module
+
+    def call(args, v):
+        kw = dict(v=v, cache_mode=mode, is_output_kv=True)
+        if quant:
+            width = 192 if v2 else 32
+            kw.update(k_rope_scale=torch.full((args[0].shape[1], width), 3.0),
+                      k_rope_offset=torch.full((args[0].shape[1], width), 0.5) if v2 else None)
+        return na.npu_kv_rmsnorm_rope_cache(*args, **kw)
+
+    def inputs(skip):
+        kc_dtype = torch.int8 if quant else None
+        if v2:
+            return make_v2(mode=mode, k_dtype=kc_dtype, skip=skip, bs=32)
+        return make(mode=mode, k_dtype=kc_dtype, dk=32, bs=32, skip=skip,
+                    s=37 if "BLK" in mode else 3), None
+
+    module._compiled_compute._compiled.clear()
+    torch._dynamo.reset()
+    for skip in (False, True, False):
+        (args, v), (twin, v_twin) = inputs(skip), inputs(skip)
+        with dispatch.use_providers("reference"):
+            want = call(twin, v_twin)
+        with compiled.compiling_after(0), dispatch.use_providers("compiled"):
+            got = call(args, v)
+        for a, b in zip(got, want):
+            assert torch.equal(bits(a), bits(b))
+    assert len(module._compiled_compute._compiled) == 1      # the compiled code did run

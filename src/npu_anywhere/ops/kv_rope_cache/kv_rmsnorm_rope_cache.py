@@ -16,9 +16,10 @@ from __future__ import annotations
 import torch
 
 from ... import checks, dtypes, targets
+from ...kernels import compiled
 from ...library import INTERNAL_NS, TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import PRE_950, Product
-from ..cache.paged import bitwise, nz_last_dim, write_nd, write_nz
+from ..cache.paged import bitwise, nz_last_dim, writable, write_nd, write_nz
 from ..norm.rms_core import rms_norm_fp32
 from ..posembedding import rotation
 from ..quant import core as qcore
@@ -398,12 +399,15 @@ def _plan(op, index, b, s, k_cache, cache_mode):
         if lo < -1 or hi >= scache:
             _bad(op, flat, (flat < -1) | (flat >= scache),
                  f"values in [-1, {scache - 1}] (-1 skips; Scache = {scache})")
-        keep = (flat >= 0).nonzero().squeeze(1)
-        batch = torch.div(keep, s, rounding_mode="floor")
+        keep = None if lo >= 0 else (flat >= 0).nonzero().squeeze(1)
+        if keep is None:             # no skipped token: no gather needed
+            batch, pos = torch.div(torch.arange(b * s, device=index.device), s,
+                                   rounding_mode="floor"), flat
+        else:
+            batch, pos = torch.div(keep, s, rounding_mode="floor"), flat[keep]
         # unique within a batch (different batches may repeat: they write different caches)
-        _expect_unique(op, batch * scache + flat[keep],
-                       "positions that do not repeat within a batch")
-        return keep, (batch, flat[keep])
+        _expect_unique(op, batch * scache + pos, "positions that do not repeat within a batch")
+        return keep, (batch, pos)
     nz = cache_mode in NZ_MODES
     bs = _block_size(k_cache, nz)
     total = k_cache.shape[0] * bs
@@ -419,6 +423,8 @@ def _plan(op, index, b, s, k_cache, cache_mode):
         seq = tok % s
         page_start = flat[torch.div(tok, s, rounding_mode="floor") * pages
                           + torch.div(seq, bs, rounding_mode="floor")]
+        if lo >= 0:              # no skipped block: no gather needed
+            return None, torch.div(page_start, bs, rounding_mode="floor") * bs + seq % bs
         keep = (page_start >= 0).nonzero().squeeze(1)
         block = torch.div(page_start[keep], bs, rounding_mode="floor")
         return keep, block * bs + seq[keep] % bs
@@ -433,7 +439,8 @@ def _plan(op, index, b, s, k_cache, cache_mode):
 def _write(cache, rows, dest, cache_mode):
     if cache_mode == "Norm":        # cache[b, n, pos] for every head n
         batch, pos = dest
-        bitwise(cache)[batch, :, pos] = bitwise(rows).reshape(batch.numel(), cache.shape[1], -1)
+        writable(cache)[batch, :, pos] = writable(rows).reshape(batch.numel(), cache.shape[1],
+                                                                -1)
     elif cache_mode in NZ_MODES:
         if cache.dim() == 4:    # [nb, bs, N, D] whose memory holds [nb, N*D//ld, bs, ld]
             nb, bs, n, d = cache.shape
@@ -448,11 +455,29 @@ def _write(cache, rows, dest, cache_mode):
 def run_into(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale,
              k_rope_offset, c_kv_offset, epsilon, cache_mode, is_output_kv, k_cache_dtype,
              ckv_cache_dtype, v=None):
-    """Compute, validate the index values, then write both caches; returns (k_rope, c_kv)."""
-    b, n, s, _ = kv.shape
+    """Validate the index values, compute, then write both caches; returns (k_rope, c_kv)."""
+    k_eff, c_eff, keep, dest = prepare(op, kv, index, k_cache, ckv_cache, cache_mode,
+                                       k_cache_dtype, ckv_cache_dtype)
+    return compute_and_write(kv, gamma, cos, sin, k_cache, ckv_cache, keep, dest, k_rope_scale,
+                             c_kv_scale, k_rope_offset, c_kv_offset, epsilon, cache_mode,
+                             is_output_kv, k_eff, c_eff, v)
+
+
+def prepare(op, kv, index, k_cache, ckv_cache, cache_mode, k_cache_dtype, ckv_cache_dtype):
+    """(k_eff, c_eff, keep, dest): the caches' value dtypes and the write plan (eager: it
+    checks the index values, raising before anything is written)."""
     k_eff, _ = _cache_format(op, k_cache, k_cache_dtype, "k_cache")
     c_eff, _ = _cache_format(op, ckv_cache, ckv_cache_dtype, "ckv_cache")
-    keep, dest = _plan(op, index, b, s, k_cache, cache_mode)
+    keep, dest = _plan(op, index, kv.shape[0], kv.shape[2], k_cache, cache_mode)
+    return k_eff, c_eff, keep, dest
+
+
+def compute_and_write(kv, gamma, cos, sin, k_cache, ckv_cache, keep, dest, k_rope_scale,
+                      c_kv_scale, k_rope_offset, c_kv_offset, epsilon, cache_mode, is_output_kv,
+                      k_eff, c_eff, v):
+    """The arithmetic and the writes of a checked plan (no data-dependent control flow: the
+    compiled provider compiles it when no token is skipped)."""
+    b, n, s, _ = kv.shape
     if v is None:
         k, y = norm_and_rope(kv, gamma, cos, sin, epsilon)
         rows_k, rows_y = k.reshape(b * s, -1), y.reshape(b * s, -1)
@@ -570,6 +595,49 @@ kv_rmsnorm_rope_cache_v2_functional_op = NpuOp(
     reference=_functional_reference, fake=_functional_fake, metadata_check=True,
     info=OpInfo(api="torch_npu"))
 kv_rmsnorm_rope_cache_v2_functional_op.forbid_autograd(_NO_GRAD)
+
+
+# -- the compiled provider -----------------------------------------------------------------------
+# Decode calls are dominated by per-op overhead and prefill by temporaries; Inductor fuses the
+# norm, the RoPE, the quantization and the writes into one pass.  The index plan is still
+# checked eagerly first; calls that skip tokens (a gather of data-dependent size) stay eager.
+
+def _op_key(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, v=None, cache_mode="Norm",
+            is_output_kv=False, k_cache_dtype=None, ckv_cache_dtype=None, **_):
+    return (cache_mode, kv.dtype, k_cache.dtype, ckv_cache.dtype, k_cache_dtype,
+            ckv_cache_dtype, v is None, is_output_kv, kv.device.type)
+
+
+_compiled_compute = compiled.CompiledProvider(compute_and_write, key=_op_key)
+
+
+def _compiled_run(op_name, functional):
+    def run(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None,
+            c_kv_scale=None, k_rope_offset=None, c_kv_offset=None, v=None, epsilon=1e-05,
+            cache_mode="Norm", is_output_kv=False, k_cache_dtype=None, ckv_cache_dtype=None):
+        key = _op_key(kv, gamma, cos, sin, index, k_cache, ckv_cache, v=v,
+                      cache_mode=cache_mode, is_output_kv=is_output_kv,
+                      k_cache_dtype=k_cache_dtype, ckv_cache_dtype=ckv_cache_dtype)
+        if functional:
+            k_cache, ckv_cache = k_cache.clone(), ckv_cache.clone()
+        k_eff, c_eff, keep, dest = prepare(op_name, kv, index, k_cache, ckv_cache, cache_mode,
+                                           k_cache_dtype, ckv_cache_dtype)
+        args = (kv, gamma, cos, sin, k_cache, ckv_cache, keep, dest, k_rope_scale, c_kv_scale,
+                k_rope_offset, c_kv_offset, epsilon, cache_mode, is_output_kv, k_eff, c_eff, v)
+        if keep is None:
+            outputs = _compiled_compute.run_as(key, *args)
+        else:
+            outputs = compute_and_write(*args)
+        return outputs + (k_cache, ckv_cache) if functional else outputs
+    return run
+
+
+for _registered, _public, _functional in (
+        (kv_rmsnorm_rope_cache_inplace_op, OP, False),
+        (kv_rmsnorm_rope_cache_v2_op, V2_OP, False),
+        (kv_rmsnorm_rope_cache_v2_functional_op, FUNCTIONAL_OP, True)):
+    _registered.add_provider(compiled.CompiledProvider.name,
+                             _compiled_run(_public, _functional), _compiled_compute.supports)
 
 
 # -- Python API --------------------------------------------------------------------------------
