@@ -6,10 +6,16 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 import npu_anywhere as na
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quant"))
+from quant_goldens import hifloat8_golden  # noqa: E402
 
 F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 
@@ -86,6 +92,28 @@ def test_exact_ties_zero_row_and_nan():
     assert y1[2].tolist() == [0] * 8                          # NaN row -> 0
 
 
+@pytest.mark.parametrize("dtype", [F16, BF16, F32])
+def test_hifloat8_exact_rows(dtype):
+    # x = 1 everywhere and eps 0: rms 1, y = gamma + beta, v_i = y * smooth_i in float32;
+    # scale_i = amax / 32768 (exact), then the CANN golden's cast of v_i / scale_i.
+    x1 = torch.ones(3, 24, dtype=dtype)
+    x1[2] = 0                                                   # an all-zero row
+    gamma, beta = make((24,), dtype, 31, 4.0), make((24,), dtype, 32)
+    s1, s2 = make((24,), dtype, 33).abs() + 0.5, make((24,), dtype, 34)
+    y1, y2, _, sc1, sc2 = na.npu_add_rms_norm_dynamic_quant(
+        x1, torch.zeros_like(x1), gamma, smooth_scale1=s1, smooth_scale2=s2, beta=beta,
+        epsilon=0.0, y_dtype=290)
+    assert y1.dtype == y2.dtype == torch.uint8 and y1.shape == (3, 24)
+    rows = x1.float()[:2] * gamma.float() + beta.float()
+    for y, sc, smooth in ((y1, sc1, s1), (y2, sc2, s2)):
+        v = rows * smooth.float()
+        scale = v.abs().amax(-1, keepdim=True) / 32768.0
+        assert torch.equal(sc[:2], scale.squeeze(-1))
+        assert torch.equal(y[:2], hifloat8_golden(v / scale))
+        assert y[2].eq(0).all() and sc[2].item() == 1.0         # zero row: y 0, scale 1
+        assert y[:2].eq(0x6E).logical_or(y[:2].eq(0xEE)).sum(-1).tolist() == [1, 1]
+
+
 def test_int4_packed():
     gamma = torch.tensor([7.0, 3.5, 2.5, -7.0, 1.0, -1.0, 0.5, 0.0] * 2, dtype=F32)
     x1 = torch.ones(2, 16)
@@ -126,7 +154,6 @@ def _args(**over):
      "expected output_mask output_mask\\[0\\] True"),
     (dict(x1=make((2, 12)), x2=make((2, 12)), gamma=make((12,)), y_dtype=torch.quint4x2),
      RuntimeError, "expected x1 a last dim divisible by 8"),
-    (dict(y_dtype=290), NotImplementedError, "expected y_dtype a format"),
     (dict(y_dtype=torch.float8_e4m3fn), ValueError, "expected y_dtype one of"),
 ])
 def test_bad_inputs(over, error, match):
@@ -137,6 +164,8 @@ def test_bad_inputs(over, error, match):
 def test_strict_rules_and_no_autograd():
     with na.strict("A2"):
         na.npu_add_rms_norm_dynamic_quant(**_args())
+        with pytest.raises(ValueError, match="expected y_dtype torch.int8 or torch.quint4x2"):
+            na.npu_add_rms_norm_dynamic_quant(**_args(y_dtype=290))
         with pytest.raises(TypeError, match="expected x1 dtype in"):
             na.npu_add_rms_norm_dynamic_quant(**_args(x1=make((2, 16), F32),
                                                       x2=make((2, 16), F32),

@@ -11,10 +11,16 @@ intermediates are exact (eps=0 and rows of +-1: rstd == 1, y == +-gamma).
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 import npu_anywhere as na
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quant"))
+from quant_goldens import assert_hifloat8_near, hifloat8_golden  # noqa: E402
 
 F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 
@@ -158,6 +164,35 @@ def test_float8_outputs_saturate(code, dtype, top):
     assert torch.equal(y1.float(), want.float())
 
 
+@pytest.mark.parametrize("div_mode", [True, False])
+def test_hifloat8_exact_rows(div_mode):
+    # x1 + x2 = 1 everywhere and eps 0: rms 1, y = gamma + beta exactly as the kernel's float32
+    # steps; then / (or *) scales + zero points and the CANN golden's cast (en_dtypes).
+    x1 = torch.ones(2, 32)
+    gamma, beta = make((32,), F32, 21, 200.0), make((32,), F32, 22, 20.0)
+    s1, s2 = torch.rand(32) + 0.05, torch.rand(32) * 4
+    zp1 = torch.randint(-8, 8, (32,), dtype=torch.int32)
+    y1, y2, x = na.npu_add_rms_norm_quant(x1, torch.zeros_like(x1), gamma, s1, zp1, beta, s2,
+                                          epsilon=0.0, div_mode=div_mode, dst_type=290)
+    assert y1.dtype == y2.dtype == torch.uint8 and torch.equal(x, x1)
+    y = gamma + beta
+    t1 = (y / s1 if div_mode else y * s1) + zp1.float()
+    t2 = y / s2 if div_mode else y * s2
+    assert torch.equal(y1, hifloat8_golden(t1).expand(2, 32))
+    assert torch.equal(y2, hifloat8_golden(t2).expand(2, 32))
+
+
+def test_hifloat8_random_950():
+    x1, x2 = make((4, 64), BF16, 23), make((4, 64), BF16, 24)
+    gamma = make((64,), BF16, 25)
+    s = torch.full((64,), 0.003)
+    with na.strict("950"):
+        y1, _, _ = na.npu_add_rms_norm_quant(x1, x2, gamma, s, None, dst_type=290)
+    x = x1.double() + x2.double()
+    exact = x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6) * gamma.double() / 0.003
+    assert_hifloat8_near(y1, exact)
+
+
 def test_no_autograd():
     x1 = make((2, 8), F32, 1).requires_grad_()
     with pytest.raises(RuntimeError, match="npu_add_rms_norm_quant: expected inputs that do"):
@@ -183,7 +218,6 @@ def _args(**over):
     (dict(beta=make((8,), F32)), TypeError, "expected beta the same dtype as x1"),
     (dict(scales2=torch.ones(8, dtype=BF16)), TypeError, "expected scales2 the same dtype"),
     (dict(x1=torch.ones(2, 8, dtype=torch.int32)), TypeError, "expected x1 dtype in"),
-    (dict(dst_type=290), NotImplementedError, "expected dst_type a format"),
     (dict(dst_type=3), ValueError, "expected dst_type one of"),
 ])
 def test_bad_inputs(over, error, match):
@@ -197,6 +231,8 @@ def test_strict_rules():
         na.npu_add_rms_norm_quant(**_args())
         with pytest.raises(ValueError, match="expected dst_type torch.int8 on A2"):
             na.npu_add_rms_norm_quant(**_args(dst_type=292))
+        with pytest.raises(ValueError, match="expected dst_type torch.int8 on A2"):
+            na.npu_add_rms_norm_quant(**_args(dst_type=290))
         with pytest.raises(ValueError, match="expected x1 a non-empty tensor"):
             na.npu_add_rms_norm_quant(**_args(x1=make((0, 8), F16), x2=make((0, 8), F16)))
         with pytest.raises(TypeError, match="expected x1 dtype in"):

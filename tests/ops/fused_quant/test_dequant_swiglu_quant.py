@@ -12,10 +12,16 @@ float64; power-of-two scales).
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 import npu_anywhere as na
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quant"))
+from quant_goldens import assert_hifloat8_near, hifloat8_golden  # noqa: E402
 
 F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 I32, I64 = torch.int32, torch.int64
@@ -33,7 +39,9 @@ def ints(shape, seed=0, lo=-10, hi=10):
 
 
 def golden(x, ws=None, acts=None, bias=None, qs=None, qo=None, gi=None, left=False, mode=0,
-           swiglu_mode=0, limit=7.0, alpha=1.702, gbias=1.0):
+           swiglu_mode=0, limit=7.0, alpha=1.702, gbias=1.0, top=127.0, raw=False):
+    """float64 golden; ``raw``: the value before the int8 rounding (for float outputs, whose
+    dynamic ``DTYPE_MAX`` is ``top``)."""
     xd = x.reshape(-1, x.shape[-1])
     m, d = xd.shape
     h = d // 2
@@ -76,9 +84,9 @@ def golden(x, ws=None, acts=None, bias=None, qs=None, qo=None, gi=None, left=Fal
         else:
             t = act if qs is None else act * (qs if qs.dim() == 1 else qs[g]).double()
             mx = t.abs().amax(-1)
-            scale[rows] = mx / 127
-            t = t * (127 / mx)[:, None]
-        y[rows] = torch.nan_to_num(torch.round(t).clamp(-128, 127), nan=0.0)
+            scale[rows] = mx / top
+            t = t * (top / mx)[:, None]
+        y[rows] = t if raw else torch.nan_to_num(torch.round(t).clamp(-128, 127), nan=0.0)
         begin += c
     return y.reshape(*x.shape[:-1], h), scale.reshape(x.shape[:-1])
 
@@ -168,6 +176,32 @@ def test_float8_output():
     assert y.float().tolist() == [[1.0, -2.0, 448.0, -448.0]]
 
 
+def test_hifloat8_output_static_exact():
+    # act = A * swish(1024) = 1024 A exactly, / 1024: t = A; the CANN golden's cast of A.
+    a = torch.tensor([1.0625, -14.5, 18.0, 40960.0, -1e6, 2.0 ** -23, 7.75, 0.0])
+    x = torch.cat([a, torch.full((8,), 1024.0)])[None]
+    y, _ = OPF(x, quant_scale=torch.full((1,), 1024.0), quant_offset=torch.zeros(1),
+               dst_type=290, round_mode=1)
+    assert y.dtype == torch.uint8
+    assert torch.equal(y, hifloat8_golden(a)[None])
+    assert y.tolist() == [[0x09, 0xAF, 0x41, 0x6E, 0xEE, 0x01, 0x28, 0x00]]
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+def test_hifloat8_int32_random(mode):
+    x = ints((9, 32), 21, -300, 300)
+    ws = torch.rand(1, 32) * 0.1
+    acts = torch.rand(9) + 0.5
+    qs = torch.rand(1, 16) + 0.5 if mode else torch.tensor([0.01])
+    qo = None if mode else torch.tensor([0.5])
+    y, scale = OPF(x, weight_scale=ws, activation_scale=acts, quant_scale=qs, quant_offset=qo,
+                   quant_mode=mode, dst_type=290, round_mode=1)
+    want, wscale = golden(x, ws, acts, qs=qs, qo=qo, mode=mode, top=32768.0, raw=True)
+    assert y.dtype == torch.uint8 and y.shape == (9, 16)
+    assert_hifloat8_near(y, want, max_mismatch=0.02)
+    torch.testing.assert_close(scale.double(), wscale, rtol=1e-5, atol=0)
+
+
 @pytest.mark.parametrize("gi_dtype", [I64, I32])
 def test_group_index_counts_with_empty_groups(gi_dtype):
     x = ints((10, 16), 5)
@@ -237,7 +271,8 @@ def test_no_autograd():
     (dict(glu_bias=float("nan")), ValueError, "expected glu_bias a finite"),
     (dict(round_mode=5), ValueError, "expected round_mode one of"),
     (dict(dst_type=3), ValueError, "expected dst_type one of"),
-    (dict(dst_type=290), NotImplementedError, "expected dst_type a format"),
+    (dict(dst_type=290), ValueError, r"expected round_mode 1 \(round\) for hifloat8"),
+    (dict(dst_type=290, round_mode=0), ValueError, "expected round_mode 1"),
     (dict(dst_type=296), NotImplementedError, "expected dst_type a format"),
     (dict(activate_dim=0), NotImplementedError, "expected activate_dim the last dim"),
     (dict(activate_dim=2), ValueError, "expected activate_dim in"),
@@ -293,5 +328,8 @@ def test_strict_rules():
         OPF(x, weight_scale=ws, group_index=torch.tensor([2]), quant_mode=1)
     with na.strict("310P"), pytest.raises(RuntimeError, match="expected a product"):
         OPF(x, weight_scale=ws)
+        with pytest.raises(ValueError, match="expected dst_type torch.int8 on A2"):
+            OPF(x, weight_scale=ws, dst_type=290, round_mode=1)
     with na.strict("950"):
         OPF(x, weight_scale=ws, dst_type=291, bias=torch.ones(128))
+        OPF(x, weight_scale=ws, dst_type=290, round_mode=1)

@@ -11,9 +11,15 @@ expectations use eps=0 and rows of +-1 (rms == 1) with power-of-two scales.
 from __future__ import annotations
 
 import pytest
+import sys
+from pathlib import Path
+
 import torch
 
 import npu_anywhere as na
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quant"))
+from quant_goldens import assert_hifloat8_near, hifloat8_golden  # noqa: E402
 
 F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 I8 = torch.int8
@@ -108,6 +114,29 @@ def test_float8_divides_and_saturates(code, dtype, top):
     assert torch.equal(y.float(), want.float())
 
 
+@pytest.mark.parametrize("dtype", [F16, BF16, F32])
+def test_hifloat8_exact_rows(dtype):
+    # rows of ones with eps 0: rms 1, quant_in = gamma + beta exactly as the kernel's float32
+    # steps; then / scale + offset and the CANN golden's cast (en_dtypes, clip to 2^15).
+    x = torch.ones(3, 64, dtype=dtype)
+    gamma, beta = make((64,), dtype, 11, 300.0), make((64,), dtype, 12, 30.0)
+    scale, offset = torch.tensor([0.37], dtype=dtype), torch.tensor([1.5], dtype=F32)
+    y = na.npu_rms_norm_quant(x, gamma, beta, scale, offset, 0.0, dst_dtype=290)
+    assert y.dtype == torch.uint8 and y.shape == x.shape
+    t = (gamma.float() + beta.float()) / scale.float() + offset
+    assert torch.equal(y, hifloat8_golden(t).expand(3, 64))
+
+
+def test_hifloat8_random_rows():
+    x = make((5, 48), BF16, 13)
+    g, b = make((48,), BF16, 14), make((48,), BF16, 15, 0.1)
+    s, o = torch.tensor([0.002], dtype=BF16), torch.tensor([3.0], dtype=F32)
+    y = na.npu_rms_norm_quant(x, g, b, s, o, dst_dtype=290)
+    xd = x.double()
+    exact = xd / torch.sqrt((xd * xd).mean(-1, keepdim=True) + 1e-6) * g.double() + b.double()
+    assert_hifloat8_near(y, exact / s.double() + o.double())
+
+
 def test_nan_row_gives_zero_and_inputs_unchanged_noncontiguous():
     base = make((8, 6), F16, 1)
     x = base.t()                                     # (6, 8), non-contiguous
@@ -163,7 +192,6 @@ def _args(**over):
     (dict(offset=torch.zeros(1, 1, dtype=I8)), RuntimeError, "expected offset the shape"),
     (dict(offset=torch.zeros(1, dtype=torch.int16)), TypeError, "expected offset dtype in"),
     (dict(x=torch.ones(2, 16, dtype=torch.int32)), TypeError, "expected x dtype in"),
-    (dict(dst_dtype=290), NotImplementedError, "expected dst_dtype a format"),
     (dict(dst_dtype=torch.int32), ValueError, "expected dst_dtype one of"),
 ])
 def test_bad_inputs(over, error, match):
@@ -177,6 +205,8 @@ def test_strict_rules():
         na.npu_rms_norm_quant(**_args())
         with pytest.raises(ValueError, match="expected dst_dtype torch.int8 or torch.quint4x2"):
             na.npu_rms_norm_quant(**_args(dst_dtype=292))
+        with pytest.raises(ValueError, match="expected dst_dtype torch.int8 or torch.quint4x2"):
+            na.npu_rms_norm_quant(**_args(dst_dtype=290))
         with pytest.raises(TypeError, match="expected scale dtype in"):
             na.npu_rms_norm_quant(**_args(scale=torch.ones(1)))
         with pytest.raises(TypeError, match="expected offset dtype in"):

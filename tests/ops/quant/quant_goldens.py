@@ -9,7 +9,44 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-DTYPE_MAX = {"int8": 127.0, "int4": 7.0, "float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
+DTYPE_MAX = {"int8": 127.0, "int4": 7.0, "float8_e4m3fn": 448.0, "float8_e5m2": 57344.0,
+             "hifloat8": 32768.0}
+
+
+def hifloat8_golden(values: torch.Tensor) -> torch.Tensor:
+    """The CANN goldens' hifloat8 output (hicann/ops-nn ``quant/quant_max/tests/assets/
+    golden.py``): float32 values clipped to +-2^15, NaN -> 0, then ``en_dtypes.hifloat8``'s
+    cast (round half away from zero); returned as the uint8 codes."""
+    import en_dtypes
+
+    a = values.detach().to(torch.float32).contiguous().numpy().copy()
+    np.clip(a, -32768.0, 32768.0, out=a)
+    a = np.nan_to_num(a, nan=0.0)
+    return torch.from_numpy(a.astype(en_dtypes.hifloat8).view(np.uint8).copy())
+
+
+def hifloat8_values(codes: torch.Tensor) -> torch.Tensor:
+    """float64 values of hifloat8 codes, decoded by ``en_dtypes``."""
+    import en_dtypes
+
+    a = codes.contiguous().numpy().view(en_dtypes.hifloat8).astype(np.float64)
+    return torch.from_numpy(a)
+
+
+def assert_hifloat8_near(y: torch.Tensor, exact: torch.Tensor, max_mismatch: float = 0.01
+                         ) -> None:
+    """``y`` (hifloat8 codes) is the golden cast of the float64 ``exact`` except, for at most
+    ``max_mismatch`` of the elements, the other neighbour of ``exact``: the NPU computes the
+    value in float32, which can fall on the other side of a hifloat8 tie."""
+    want = hifloat8_golden(exact)
+    bad = y != want
+    if bad.any():
+        got_v, want_v, ex = hifloat8_values(y[bad]), hifloat8_values(want[bad]), exact[bad]
+        lo, hi = torch.minimum(got_v, want_v), torch.maximum(got_v, want_v)
+        assert bool(((lo <= ex) & (ex <= hi)).all()), (
+            f"not a neighbour: got {got_v[:5].tolist()} want {want_v[:5].tolist()} exact "
+            f"{ex[:5].tolist()}")
+    assert bad.double().mean().item() <= max_mismatch, f"{int(bad.sum())} tie flips"
 
 
 def unpack_int4_bytes(packed: torch.Tensor) -> torch.Tensor:

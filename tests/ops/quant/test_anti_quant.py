@@ -96,6 +96,31 @@ def test_float8_x(fp8):
     assert torch.equal(out, (x.float() * scale).to(torch.bfloat16))
 
 
+@pytest.mark.parametrize("dst", [torch.float16, torch.bfloat16])
+def test_hifloat8_x_all_codes(dst):
+    # uint8 x holds torch_npu.hifloat8 codes; en_dtypes decodes them for the golden, which the
+    # float32 kernel order (x + offset) * scale then rounds once to dst.
+    import en_dtypes
+    import numpy as np
+
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8).reshape(32, 8)
+    scale = rand((8,), torch.float32, seed=12)
+    offset = rand((8,), torch.float32, seed=13)
+    out = na.npu_anti_quant(codes, scale, offset=offset, dst_dtype=dst, src_dtype=290)
+    values = torch.from_numpy(codes.numpy().view(en_dtypes.hifloat8).astype(np.float32))
+    want = ((values + offset) * scale).to(dst)
+    assert out.dtype == dst and out.shape == codes.shape
+    assert torch.equal(out.isnan(), want.isnan())
+    assert torch.equal(out.nan_to_num(), want.nan_to_num())
+
+
+def test_hifloat8_x_by_hand():
+    x = torch.tensor([0x08, 0x09, 0xAF, 0x6E, 0xEF, 0x01, 0x80], dtype=torch.uint8)
+    out = na.npu_anti_quant(x, torch.tensor([2.0]), dst_dtype=torch.bfloat16)
+    assert out[:6].tolist() == [2.0, 2.25, -30.0, 65536.0, float("-inf"), 2.0 ** -21]
+    assert out[6].isnan()
+
+
 def test_rounding_and_overflow_of_the_output():
     x = torch.tensor([1, 127, -128], dtype=torch.int8)
     # 1 * (1 + 2**-11) is a tie between 1 and 1 + 2**-10 in float16 -> even (1.0)
@@ -130,6 +155,10 @@ def test_scalar_and_non_contiguous_x():
      "expected src_dtype the format of x"),
     ((torch.ones(2, 8).to(torch.float8_e5m2), torch.ones(8, dtype=torch.bfloat16)), {},
      TypeError, "expected scale dtype float32 when x is float8"),
+    ((torch.ones(2, 8, dtype=torch.uint8), torch.ones(8, dtype=torch.bfloat16)), {},
+     TypeError, r"expected scale dtype float32 when x is float8 or hifloat8 \(uint8\)"),
+    ((torch.ones(2, 8, dtype=torch.uint8), torch.ones(8)), {"src_dtype": torch.uint8},
+     TypeError, "expected src_dtype the format of x"),
     ((_i8((2, 4), 0), torch.ones(4)), {"dst_dtype": torch.int8}, ValueError,
      "expected dst_dtype torch.float16 or torch.bfloat16"),
     ((_packed((), 0), torch.ones(1)), {}, ValueError, "expected x at least 1 dim"),
@@ -149,7 +178,11 @@ def test_strict_mode_rules():
             na.npu_anti_quant(x, torch.ones(4), dst_dtype=torch.bfloat16)
         with pytest.raises(TypeError, match="expected x int8 or int32"):
             na.npu_anti_quant(x.float().to(torch.float8_e4m3fn), torch.ones(4))
+    with na.strict("A3"):
+        with pytest.raises(TypeError, match="expected x int8 or int32"):
+            na.npu_anti_quant(x.to(torch.uint8), torch.ones(4))
     with na.strict("A2"):
         na.npu_anti_quant(_packed((2, 1), 1), torch.ones(8), dst_dtype=torch.bfloat16)
     with na.strict("950"):
         na.npu_anti_quant(x.float().to(torch.float8_e4m3fn), torch.ones(4))
+        na.npu_anti_quant(x.to(torch.uint8), torch.ones(4), src_dtype=290)

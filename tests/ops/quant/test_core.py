@@ -118,12 +118,16 @@ def test_float8_without_saturation_overflows_like_ieee():
     assert e5.tolist() == [57344.0, INF, -INF]
 
 
-def test_hifloat8_is_not_emulated():
+def test_hifloat8_cast_saturates_and_decodes():
+    # Codes by hand (tests/ops/quant/test_hifloat8.py has the full checks): 1.0625 is a tie
+    # (-> 1.125, away from zero); 40960 = 1.25 * 2^15 overflows and saturates to 2^15; NaN -> 0.
     fmt = core.FORMATS["hifloat8"]
-    with pytest.raises(NotImplementedError, match="hifloat8"):
-        core.cast_to(_t([1.0]), fmt)
-    with pytest.raises(NotImplementedError, match="hifloat8"):
-        core.max_value(fmt)
+    assert core.max_value(fmt) == 32768
+    out = core.cast_to(_t([1.0625, -40960.0, INF, NAN, 16.0]), fmt)
+    assert out.dtype == torch.uint8 and out.tolist() == [0x09, 0xEE, 0x6E, 0x00, 0x40]
+    assert core.cast_to(_t([16.0]), fmt, round_mode="hybrid").tolist() == [0x41]   # 20.0
+    assert core.cast_to(_t([INF]), fmt, saturate=False).tolist() == [0x6F]
+    assert core.decode(out, fmt).tolist() == [1.125, -32768.0, 32768.0, 0.0, 16.0]
 
 
 def test_max_values():
@@ -195,9 +199,10 @@ def test_parse_dst_type_errors():
         core.parse_dst_type(torch.float8_e5m2, op="op", param="dst_type", allowed=("int8",))
     with pytest.raises(ValueError, match="but got dtype code 999"):
         core.parse_dst_type(999, op="op", param="dst_type", allowed=ALL)
-    with pytest.raises(NotImplementedError, match=r"op: expected dst_type a format .*hifloat8.* "
-                                                  r"but got torch_npu.hifloat8 \(290\)"):
-        core.parse_dst_type(290, op="op", param="dst_type", allowed=ALL)
+    with pytest.raises(ValueError, match=r"op: expected dst_type one of \['int8'\], "
+                                         r"but got torch_npu.hifloat8 \(290\)"):
+        core.parse_dst_type(290, op="op", param="dst_type", allowed=("int8",))
+    assert core.parse_dst_type(290, op="op", param="dst_type", allowed=ALL).name == "hifloat8"
 
 
 # -- dynamic helpers -------------------------------------------------------------------------

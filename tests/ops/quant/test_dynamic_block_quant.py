@@ -23,7 +23,7 @@ import npu_anywhere as na
 from npu_anywhere import targets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quant_goldens import half_even, rand  # noqa: E402
+from quant_goldens import half_even, hifloat8_golden, rand  # noqa: E402
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 MAXES = {torch.int8: 127.0, torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
@@ -96,6 +96,34 @@ def test_float8_kernel_order(dst, dtype):
     torch.testing.assert_close(y.to(torch.float64), exact, rtol=0.13, atol=1e-9)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dst_type_max", [0.0, 15.0, 224.0, 32768.0])
+def test_hifloat8_kernel_order(dtype, dst_type_max):
+    # DTYPE_MAX = dst_type_max, 0 meaning 32768; float32 scale = amax / DTYPE_MAX, x / scale,
+    # then the CANN golden's cast (clip to 2^15, en_dtypes: round half away from zero).
+    x = rand((2, 70, 130), dtype, seed=int(dst_type_max) + 3)
+    y, scale = na.npu_dynamic_block_quant(x, dst_type=290, round_mode="round",
+                                          row_block_size=64, col_block_size=64,
+                                          dst_type_max=dst_type_max)
+    assert y.dtype == torch.uint8 and y.shape == x.shape and scale.shape == (2, 2, 3)
+    exact, full, grid = blocks_golden(x, 64, 64, dst_type_max or 32768.0)
+    assert torch.equal(scale, grid.to(torch.float32))
+    want = hifloat8_golden(x.to(torch.float32) / full.to(torch.float32))
+    assert torch.equal(y, want)
+
+
+def test_hifloat8_by_hand():
+    # amax 15 with dst_type_max 15 -> scale 1; hifloat8 steps 1/8 in [1, 2), 1 in [8, 16)
+    x = torch.tensor([[15.0, 1.0625, -14.5, 9.5, 0.0, -1.1875]])
+    y, scale = na.npu_dynamic_block_quant(x, dst_type=290, round_mode="round",
+                                          col_block_size=64, dst_type_max=15.0)
+    assert scale.tolist() == [[1.0]]
+    assert y.tolist() == [[0x2F, 0x09, 0xAF, 0x2A, 0x00, 0x8A]]   # ties away from zero
+    y0, s0 = na.npu_dynamic_block_quant(torch.zeros(1, 8), dst_type=290, round_mode="round",
+                                        col_block_size=64)
+    assert s0.tolist() == [[0.0]] and y0.eq(0).all()              # 0 / 0 = NaN -> 0
+
+
 def test_npu_dtype_codes():
     x = rand((2, 128), torch.float16, seed=1)
     for code, dst in ((1, torch.int8), (23, torch.float8_e5m2), (291, torch.float8_e5m2),
@@ -157,7 +185,10 @@ def test_non_contiguous_and_inputs_unchanged():
 
 
 @pytest.mark.parametrize("kwargs,exc,msg", [
-    ({"dst_type": 290}, NotImplementedError, "expected dst_type a format npu_anywhere"),
+    ({"dst_type": 290}, ValueError, "expected round_mode 'round' for hifloat8 output"),
+    ({"dst_type": 290, "round_mode": "round", "dst_type_max": 100.0}, ValueError,
+     r"expected dst_type_max one of \[0.0, 15.0, 56.0, 224.0, 32768.0\]"),
+    ({"dst_type_max": 15.0}, ValueError, "expected dst_type_max 0 for int8 output"),
     ({"dst_type": 2}, ValueError, "expected dst_type one of"),
     ({"round_mode": "round"}, ValueError, "expected round_mode 'rint'"),
     ({"round_mode": "floor"}, ValueError, "expected round_mode one of"),

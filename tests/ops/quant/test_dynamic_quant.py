@@ -20,8 +20,8 @@ import torch
 import npu_anywhere as na
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quant_goldens import (assert_quantized, rand, smooth_rows_golden,  # noqa: E402
-                           unpack_int4_bytes)
+from quant_goldens import (assert_quantized, hifloat8_golden, rand,  # noqa: E402
+                           smooth_rows_golden, unpack_int4_bytes)
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 
@@ -183,6 +183,35 @@ def test_float8_outputs(dst, name):
     assert y.float().abs().amax().item() == dtype_max
 
 
+@pytest.mark.parametrize("mode", ["pertoken", "pertensor", "perchannel"])
+@pytest.mark.parametrize("dst_type_max", [0.0, 15.0, 1000.0])
+def test_hifloat8_kernel_order(mode, dst_type_max):
+    # The 950 kernel (quant/dynamic_quant/op_kernel/arch35/): v = float32(x) * smooth,
+    # scale = amax * float32(1 / DTYPE_MAX) with DTYPE_MAX = dst_type_max (0 -> 32768),
+    # y = v / scale, then the CANN golden's hifloat8 cast (en_dtypes, clip to 2^15).
+    x = rand((3, 6, 40), torch.bfloat16, seed=int(dst_type_max) + len(mode), scale=50.0)
+    s = rand((6,) if mode == "perchannel" else (40,), torch.bfloat16, seed=13)
+    y, scale = na.npu_dynamic_quant(x, smooth_scales=s, dst_type=290, quant_mode=mode,
+                                    dst_type_max=dst_type_max)
+    assert y.dtype == torch.uint8 and y.shape == x.shape
+    m = dst_type_max or 32768.0
+    v = x.float() * (s.float()[:, None] if mode == "perchannel" else s.float())
+    dims = {"pertoken": (-1,), "perchannel": (-2,), "pertensor": (0, 1, 2)}[mode]
+    amax = v.abs().amax(dim=dims, keepdim=True)
+    want_scale = amax * torch.tensor(1.0 / m, dtype=torch.float32)
+    assert torch.equal(y, hifloat8_golden(v / want_scale))
+    want_scale = want_scale.reshape(1) if mode == "pertensor" else want_scale.squeeze(dims[0])
+    assert torch.equal(scale, want_scale)
+
+
+def test_hifloat8_by_hand():
+    # amax 32768 -> scale 1 exactly: y is the hifloat8 cast of x itself (ties away from zero)
+    x = torch.tensor([[32768.0, 1.0625, -14.5, 18.0, 7.75, 0.0], [0.0] * 6])
+    y, scale = na.npu_dynamic_quant(x, dst_type=290)
+    assert scale.tolist() == [1.0, 0.0]
+    assert y.tolist() == [[0x6E, 0x09, 0xAF, 0x41, 0x28, 0x00], [0] * 6]   # 0 / 0 -> 0
+
+
 # -- special values -----------------------------------------------------------------------------
 
 def test_zero_inf_nan_rows():
@@ -272,8 +301,12 @@ def test_strict_mode_rules():
             na.npu_dynamic_quant(x.float())
         with pytest.raises(TypeError, match="expected smooth_scales the dtype of x"):
             na.npu_dynamic_quant(x, smooth_scales=torch.ones(8, dtype=torch.bfloat16))
+        with pytest.raises(ValueError,
+                           match="expected dst_type torch.int8 or torch.quint4x2 on A2"):
+            na.npu_dynamic_quant(x, dst_type=290)
     with na.strict("950"):
         na.npu_dynamic_quant(x, dst_type=torch.float8_e4m3fn, quant_mode="perchannel")
+        na.npu_dynamic_quant(x, dst_type=290, dst_type_max=224.0)
     with na.strict("310P"):
         with pytest.raises(RuntimeError, match="expected a product the op supports"):
             na.npu_dynamic_quant(x)

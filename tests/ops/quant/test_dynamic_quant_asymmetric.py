@@ -22,8 +22,8 @@ import torch
 import npu_anywhere as na
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quant_goldens import (assert_quantized, rand, smooth_rows_golden,  # noqa: E402
-                           unpack_int4_bytes)
+from quant_goldens import (assert_quantized, hifloat8_golden, rand,  # noqa: E402
+                           smooth_rows_golden, unpack_int4_bytes)
 
 RANGES = {"int8": (127.0, -128.0), "int4": (7.0, -8.0)}
 
@@ -154,6 +154,24 @@ def test_other_modes_and_float8():
     mn = x.double().amin(-1)
     torch.testing.assert_close(scale.double(), (mx - mn) / 896.0, rtol=3e-7, atol=0)
     assert torch.all(y.float().amax(-1) == 448.0)
+
+
+@pytest.mark.parametrize("dst_type_max", [0.0, 224.0])
+def test_hifloat8_kernel_order(dst_type_max):
+    # 950 order: scale = (mx - mn) * float32(1 / (2 * DTYPE_MAX)), offset = DTYPE_MAX - mx /
+    # scale, y = cast(v / scale + offset) with the CANN golden's hifloat8 cast; DTYPE_MAX is
+    # dst_type_max, 0 meaning 32768 (golden: scale_max_no_sym 65536).
+    x = rand((4, 24), torch.bfloat16, seed=27, scale=30.0)
+    y, scale, offset = na.npu_dynamic_quant_asymmetric(x, dst_type=290,
+                                                       dst_type_max=dst_type_max)
+    m = dst_type_max or 32768.0
+    v = x.float()
+    mx, mn = v.amax(-1, keepdim=True), v.amin(-1, keepdim=True)
+    s = (mx - mn) * torch.tensor(1.0 / (2 * m), dtype=torch.float32)
+    off = m - mx / s
+    assert y.dtype == torch.uint8
+    assert torch.equal(y, hifloat8_golden(v / s + off))
+    assert torch.equal(scale, s.squeeze(-1)) and torch.equal(offset, off.squeeze(-1))
 
 
 def test_inputs_untouched_and_errors():

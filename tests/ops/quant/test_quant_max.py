@@ -20,7 +20,7 @@ import npu_anywhere as na
 from npu_anywhere import targets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quant_goldens import rand  # noqa: E402
+from quant_goldens import hifloat8_golden, rand  # noqa: E402
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 FP8 = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
@@ -82,6 +82,45 @@ def test_saturation_nan_inf():
     assert math.isnan(amax.item())
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(7,), (3, 17), (2, 3, 5, 33)])
+def test_hifloat8_matches_golden(dtype, shape):
+    # float32(x) * scale is exact in float64 and rounded once to float32, as the kernel's
+    # multiply; then the CANN golden's cast (clip to 2^15, en_dtypes' round half away).
+    x = rand(shape, dtype, seed=len(shape) + 10, scale=3000.0)
+    scale = torch.tensor([3.7], dtype=torch.float32)
+    y, amax = na.npu_quant_max(x, scale, round_mode="round", dst_dtype=290)
+    assert y.dtype == torch.uint8 and y.shape == x.shape
+    prod = (x.to(torch.float64) * scale.to(torch.float64)).to(torch.float32)
+    assert torch.equal(y, hifloat8_golden(prod))
+    assert amax.item() == x.to(torch.float64).abs().max().item()
+
+
+def test_hifloat8_by_hand():
+    s = torch.tensor([1.0])
+    x = torch.tensor([1.0625, -14.5, 18.0, 16.0, 40960.0, float("-inf"), float("nan"), 3e-8])
+    y, _ = na.npu_quant_max(x, s, round_mode="round", dst_dtype=290)
+    # ties away from zero (1.125, -15, 20), saturation to +-2^15, NaN -> 0, underflow -> 0
+    assert y.tolist() == [0x09, 0xAF, 0x41, 0x40, 0x6E, 0xEE, 0x00, 0x00]
+    yh, _ = na.npu_quant_max(x, s, round_mode="hybrid", dst_dtype=290)
+    # hybrid: |e| <= 3 as "round"; 18 (e = 4) has frac 0x2000 >= its low bits 0 -> 20, and
+    # so does the exact 16 (frac 0 >= 0, CAST_HYBRID's rule)
+    assert yh.tolist() == [0x09, 0xAF, 0x41, 0x41, 0x6E, 0xEE, 0x00, 0x00]
+
+
+def test_hifloat8_groups_hybrid():
+    x = rand((7, 9), torch.bfloat16, seed=31, scale=500.0)
+    scales = torch.tensor([0.5, 2.0])
+    groups = torch.tensor([3, 7])
+    y, amax = na.npu_quant_max(x, scales, group_list=groups, round_mode="hybrid",
+                               dst_dtype=290)
+    assert amax.shape == (2,)
+    for rows, sc in ((slice(0, 3), 0.5), (slice(3, 7), 2.0)):
+        single, _ = na.npu_quant_max(x[rows], torch.tensor([sc]), round_mode="hybrid",
+                                     dst_dtype=290)
+        assert torch.equal(y[rows], single)
+
+
 def test_amax_in_input_dtype():
     x = torch.tensor([[-3.25, 1.0], [2.0, 0.5]], dtype=torch.bfloat16)
     _, amax = na.npu_quant_max(x, torch.tensor([0.5]))
@@ -128,8 +167,8 @@ def test_non_contiguous_and_inputs_unchanged():
 @pytest.mark.parametrize("args,kwargs,exc,msg", [
     (((2, 8), [1.0, 2.0]), {}, RuntimeError, "expected scale shape"),
     (((2, 8), [1.0]), {"dst_dtype": 1}, ValueError, "expected dst_dtype one of"),
-    (((2, 8), [1.0]), {"dst_dtype": 290, "round_mode": "hybrid"}, NotImplementedError,
-     "expected dst_dtype a format"),
+    (((2, 8), [1.0]), {"dst_dtype": 290}, ValueError, "expected round_mode 'round' or "
+     "'hybrid' for hifloat8 output"),
     (((2, 8), [1.0]), {"round_mode": "hybrid"}, ValueError, "expected round_mode 'rint'"),
     (((2, 8), [1.0]), {"round_mode": "floor"}, ValueError, "expected round_mode one of"),
     (((2, 8), [1.0]), {"group_list": torch.tensor([1, 2])}, RuntimeError,

@@ -18,7 +18,8 @@ import torch
 import npu_anywhere as na
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quant_goldens import assert_quantized, rand, unpack_int4_bytes  # noqa: E402
+from quant_goldens import (assert_quantized, hifloat8_golden, rand,  # noqa: E402
+                           unpack_int4_bytes)
 
 INF, NAN = float("inf"), float("nan")
 RANGE = {torch.int8: (-128, 127), torch.uint8: (0, 255), torch.int32: (-2 ** 31, 2 ** 31 - 1)}
@@ -143,6 +144,34 @@ def test_float8_outputs_saturate(div_mode):
     assert y.float().tolist() == [[1024.0, -57344.0, 1.0, 3.0, 57344.0, 57344.0]]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("div_mode", [True, False])
+def test_hifloat8_matches_golden(dtype, div_mode):
+    # float32 kernel order: x / s (or x * s), + zero point, then the CANN golden's cast
+    # (clip to 2^15, NaN -> 0, en_dtypes: round half away from zero).
+    x = rand((3, 5, 8), dtype, seed=11, scale=300.0)
+    g = torch.Generator().manual_seed(12)
+    if div_mode:
+        s = torch.rand(5, generator=g) + 0.05
+        zp = torch.randn(5, generator=g) * 4
+        y = na.npu_quantize(x, s, zp, 290, 1, True)
+        t = x.float() / s.reshape(1, 5, 1) + zp.reshape(1, 5, 1)
+    else:
+        s = (torch.rand(8, generator=g) * 8).to(dtype)
+        zp = (torch.randn(8, generator=g) * 4).to(dtype)
+        y = na.npu_quantize(x, s, zp, 290, -1, False)
+        t = x.float() * s.float() + zp.float()
+    assert y.dtype == torch.uint8 and y.shape == x.shape
+    assert torch.equal(y, hifloat8_golden(t))
+
+
+@pytest.mark.parametrize("div_mode", [True, False])
+def test_hifloat8_ties_and_saturation(div_mode):
+    x = torch.tensor([[1.0625, -14.5, 40960.0, NAN, -INF, 2.0 ** -23, 7.75]])
+    y = na.npu_quantize(x, torch.tensor([1.0]), None, 290, -1, div_mode)
+    assert y.tolist() == [[0x09, 0xAF, 0x6E, 0x00, 0xEE, 0x01, 0x28]]   # 7.75 -> 8
+
+
 def test_non_contiguous_inputs_untouched_alias():
     base = rand((6, 10), torch.float32, seed=7, scale=20.0)
     x = base.t()                                          # (10, 6)
@@ -196,5 +225,9 @@ def test_strict_mode_rules():
             na.npu_quantize(x, torch.ones(8), None, torch.qint8, -1, False)
         with pytest.raises(TypeError, match="expected input bfloat16 when scales is bfloat16"):
             na.npu_quantize(x, torch.ones(8, dtype=torch.bfloat16), None, torch.qint8, 1, True)
+    with na.strict("A3"):
+        with pytest.raises(ValueError, match="expected dtype an integer format on A3"):
+            na.npu_quantize(x, torch.ones(8), None, 290, 1, True)
     with na.strict("950"):
         na.npu_quantize(x, torch.ones(8), None, torch.float8_e4m3fn, 1, True)
+        na.npu_quantize(x, torch.ones(8), None, 290, 1, True)

@@ -89,6 +89,10 @@ def check_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smoot
     if product is not None:
         checks.expect(x1.numel() != 0, OP, "x1", "a non-empty tensor in strict mode",
                       lambda: f"shape {tuple(x1.shape)}", ValueError)
+        # hifloat8 output exists in the 950 kernels only (ops-nn op_kernel/arch35/)
+        checks.expect(fmt.name != "hifloat8", OP, "y_dtype",
+                      lambda: f"torch.int8 or torch.quint4x2 on {product.value}", fmt.name,
+                      ValueError)
 
 
 def _quant(y, smooth, fmt):
@@ -153,19 +157,22 @@ def npu_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smooth_
         given.  Not both False; True where the matching smooth scale is given.
     y_dtype : dtype or int, optional
         ``torch.int8`` (default) or ``torch.quint4x2`` (int4 packed eight per int32, low
-        nibble first; H divisible by 8).  ``torch_npu.hifloat8`` raises NotImplementedError.
+        nibble first; H divisible by 8); outside strict mode also ``torch_npu.hifloat8``
+        (290, uint8 codes, ``DTYPE_MAX`` 32768), which only the 950 kernels compute.
 
     Returns
     -------
     (y1, y2, x, scale1, scale2)
-        ``y_i``: x1's shape, int8 (int32 with last dim H / 8 for int4); ``scale_i``: float32,
-        ``x1.shape[:-1]``.  An output that is not computed is an empty ``(0,)`` tensor (as
-        op-plugin's meta registration gives; the seed doc says shape [1] and "no meaning").
+        ``y_i``: x1's shape, int8 (int32 with last dim H / 8 for int4; uint8 for hifloat8);
+        ``scale_i``: float32, ``x1.shape[:-1]``.  An output that is not computed is an empty
+        ``(0,)`` tensor (as op-plugin's meta registration gives; the seed doc says shape [1]
+        and "no meaning").
         ``x``: ``x1 + x2`` in x1's dtype.
 
     Constraints
     -----------
-    Products: A2 and A3.  Strict mode rejects empty tensors, float32 and float64.
+    Products: A2 and A3.  Strict mode rejects empty tensors, float32, float64 and hifloat8
+    output.
 
     Notes
     -----
@@ -174,7 +181,11 @@ def npu_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smooth_
     beta`` and the quantization in float32 with no intermediate rounding; an all-zero row gets
     scale 1 (the quant core's ``dynamic_symmetric`` would give 0; the kernel's choice is not
     documented).  ``v / scale`` is a division, as in the golden.  The seed's example calls the
-    op with undefined names (``x1_n``, ``eps_f``...); the example test binds them.  No autograd.
+    op with undefined names (``x1_n``, ``eps_f``...); the example test binds them.  hifloat8
+    follows the 950 kernel (hicann/ops-nn ``norm/add_rms_norm_dynamic_quant/op_kernel/arch35/
+    add_rms_norm_dynamic_quant_regbase_common.h``): ``scale = amax * 2^-15`` (the same as the
+    division), ``v / scale``, cast with CAST_ROUND and ``SatMode::SAT`` (half away from zero,
+    +-32768, NaN -> 0).  No autograd.
 
     Examples
     --------

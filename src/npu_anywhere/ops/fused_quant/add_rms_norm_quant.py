@@ -89,7 +89,8 @@ def check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=Non
                           "a dtype other than bfloat16 on 310P", "bfloat16", TypeError)
         if product is not Product.ASCEND_950:
             checks.expect(fmt.name == "int8", OP, "dst_type",
-                          lambda: f"torch.int8 on {product.value} (float8 outputs are 950 only)",
+                          lambda: f"torch.int8 on {product.value} (float8 / hifloat8 outputs "
+                          "are 950 only)",
                           fmt.name, ValueError)
 
 
@@ -170,19 +171,21 @@ def npu_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=None,
     dst_type : int or dtype, optional
         op-plugin's extra keyword: ``torch.int8`` / 1 (default); on the 950 also
         ``torch_npu.float8_e5m2`` (291) and ``torch_npu.float8_e4m3fn`` (292), which saturate
-        and round half to even.  ``torch_npu.hifloat8`` (290) raises NotImplementedError.
+        and round half to even, and ``torch_npu.hifloat8`` (290), which rounds half away from
+        zero and saturates to +-32768 (NaN -> 0; the 950 kernel's ``castTraitFp322Hifp8``,
+        ``norm/add_rms_norm_quant/op_kernel/arch35/add_rms_norm_quant_regbase_common.h``).
 
     Returns
     -------
     (y1, y2, x)
-        ``y1`` and ``y2``: x1's shape, int8 (or the float8 dtype).  ``y2`` is all zeros when
-        ``scales2`` is None (the NPU leaves it unwritten).  ``x``: ``x1 + x2`` in x1's dtype.
+        ``y1`` and ``y2``: x1's shape, int8 (or the float8 dtype; hifloat8: uint8 codes).
+        ``y2`` is all zeros when ``scales2`` is None (the NPU leaves it unwritten).  ``x``: ``x1 + x2`` in x1's dtype.
 
     Constraints
     -----------
     Products: Atlas inference (310P, no bfloat16), A2, A3, and the 950 (op-plugin calls
     aclnnAddRmsNormQuant(V2) there).  Strict mode rejects empty tensors (seed: not supported),
-    float32/float64 on A2/A3/310P and float8 outputs off the 950.
+    float32/float64 on A2/A3/310P and float8 / hifloat8 outputs off the 950.
 
     Notes
     -----

@@ -82,6 +82,11 @@ def check_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, b
                   ValueError)
     if round_mode is not None:
         checks.expect_one_of(round_mode, tuple(ROUND_MODES), OP, "round_mode")
+    if fmt.name == "hifloat8":
+        # the 950 tiling accepts only "round" for hifloat8 output; None means "rint"
+        # (dequant_swiglu_quant_tiling_arch35.cpp; op-plugin maps None to 0)
+        checks.expect(round_mode == 1, OP, "round_mode", "1 (round) for hifloat8 output",
+                      round_mode, ValueError)
     is_int = x.dtype == torch.int32
     checks.expect_dtype(x, (torch.int32,) + (FLOAT_X if strict else FLOAT_X_LOOSE), OP, "x")
     checks.expect(x.dim() >= 2, OP, "x", "a tensor with at least 2 dims",
@@ -312,15 +317,16 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
         See the formula; clamp_limit must be positive and finite, glu_alpha/glu_bias finite.
     dst_type, round_mode, activate_dim
         op-plugin's 950 extras: dst_type int8 (1, default), float8_e5m2 (291), float8_e4m3fn
-        (292) (saturating, half to even; round_mode applies to int8 only); hifloat8 and float4
-        raise NotImplementedError.  activate_dim: only the last dim (others raise
-        NotImplementedError).
+        (292) (saturating, half to even; round_mode applies to int8 only), hifloat8 (290,
+        uint8 codes; needs round_mode 1: half away from zero, saturating to +-32768, NaN -> 0,
+        ``DTYPE_MAX`` 32768 in dynamic mode); float4 raises NotImplementedError.
+        activate_dim: only the last dim (others raise NotImplementedError).
 
     Returns
     -------
     (y, scale)
-        ``y``: ``x.shape[:-1] + (H,)``, int8 (or the float8 dtype).  ``scale``: float32,
-        ``x.shape[:-1]``: ``max|t| / 127`` in dynamic mode (the dequantization scale, unlike
+        ``y``: ``x.shape[:-1] + (H,)``, int8 (or the float8 dtype; hifloat8: uint8).
+        ``scale``: float32, ``x.shape[:-1]``: ``max|t| / 127`` in dynamic mode (the dequantization scale, unlike
         npu_swiglu_quant's multiplier), zeros in static mode.  An all-zero row gives scale 0
         and y 0.  Rows past the groups' total are 0 (garbage on the NPU).
 

@@ -127,7 +127,8 @@ def npu_rms_norm_quant(x, gamma, beta, scale, offset, epsilon=1e-06, *, dst_dtyp
         y        = round(quant_in / scale + offset)
 
     ``round`` is half to even (``CAST_RINT``) and the result saturates ([-128, 127] for int8,
-    [-8, 7] for int4; NaN gives 0; float8 saturates to its largest finite value).
+    [-8, 7] for int4; NaN gives 0; float8 saturates to its largest finite value; hifloat8
+    rounds half away from zero and saturates to +-32768, NaN -> 0).
 
     Parameters
     ----------
@@ -145,8 +146,8 @@ def npu_rms_norm_quant(x, gamma, beta, scale, offset, epsilon=1e-06, *, dst_dtyp
     dst_dtype : int or dtype, optional
         ``torch.int8`` (default, also None) or ``torch.quint4x2`` (int4, eight values packed
         per int32, low nibble first; needs D divisible by 8); on the 950 also
-        ``torch.float8_e4m3fn`` / ``torch.float8_e5m2`` (or 292 / 291).  ``hifloat8`` (290)
-        raises NotImplementedError.
+        ``torch.float8_e4m3fn`` / ``torch.float8_e5m2`` (or 292 / 291) and
+        ``torch_npu.hifloat8`` (290, uint8 codes).
 
     Returns
     -------
@@ -156,7 +157,7 @@ def npu_rms_norm_quant(x, gamma, beta, scale, offset, epsilon=1e-06, *, dst_dtyp
     Constraints
     -----------
     Products: Atlas inference (310P: float16, last dim >= 32 bytes), A2, A3, 950.  Strict mode
-    rejects empty tensors and float8 outputs off the 950.
+    rejects empty tensors and float8 / hifloat8 outputs off the 950.
 
     Notes
     -----
@@ -168,8 +169,11 @@ def npu_rms_norm_quant(x, gamma, beta, scale, offset, epsilon=1e-06, *, dst_dtyp
     gamma and beta in float32; then ``ComputeFp32ToI8Quant``: the value is rounded to float16,
     multiplied by ``float16(1 / scale)`` and the offset added in float16, clamped and cast
     with ``CAST_RINT``.  The kernel divides by ``rms`` where we multiply by ``rsqrt`` (last-bit
-    differences).  Under ``strict("950")``, for float8 outputs and for float64 inputs the
-    quantization is ``quant_in / scale + offset`` in float32 (float64) with one rounding.
+    differences).  Under ``strict("950")``, for float8 / hifloat8 outputs and for float64
+    inputs the quantization is ``quant_in / scale + offset`` in float32 (float64) with one
+    rounding; the 950 kernel (``norm/add_rms_norm_quant/op_kernel/arch35/
+    add_rms_norm_quant_regbase_common.h``, reached through ``RmsNormQuantV2``) casts hifloat8
+    with ``castTraitFp322Hifp8``: CAST_ROUND, ``SatMode::SAT``.
     No autograd.
 
     Examples

@@ -150,6 +150,16 @@ def smoothed(input: torch.Tensor, smooth_scales: Optional[torch.Tensor],
     return (rows * row_scale).reshape(v.shape), True
 
 
+def dtype_max(fmt: core.QuantFormat, dst_type_max: float) -> Optional[float]:
+    """``DTYPE_MAX`` override: hifloat8 uses ``dst_type_max``, 0 meaning 32768 (the 950 tiling,
+    hicann/ops-nn ``quant/dynamic_quant/op_host/dynamic_quant_tiling_arch35.cpp``; the kernels
+    then compute ``scale = amax * float32(1 / dstTypeMax)``); None (the format's own maximum)
+    for every other format, which ignores ``dst_type_max``."""
+    if fmt.name == "hifloat8" and dst_type_max != 0.0:
+        return float(dst_type_max)
+    return None
+
+
 def reduce_dims(quant_mode: str, ndim: int) -> tuple[int, ...]:
     if quant_mode == "pertoken":
         return (ndim - 1,)

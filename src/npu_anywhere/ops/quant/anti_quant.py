@@ -44,10 +44,6 @@ def _dst(dst_dtype) -> torch.dtype:
 
 def check_anti_quant(x, scale, *, offset=None, dst_dtype=None, src_dtype=None):
     checks.expect_dtype(x, _X_DTYPES, OP, "x")
-    if x.dtype == torch.uint8:
-        checks.expect(False, OP, "x", "a format npu_anywhere can emulate (uint8 x means "
-                      "torch_npu.hifloat8, whose conversion is not documented well enough)",
-                      "uint8 (hifloat8)", NotImplementedError)
     if src_dtype is not None:
         fmt = core.format_of(src_dtype)
         want = _SRC_FORMAT[x.dtype]
@@ -76,9 +72,10 @@ def check_anti_quant(x, scale, *, offset=None, dst_dtype=None, src_dtype=None):
         checks.expect(offset.shape == scale.shape, OP, "offset",
                       lambda: f"the shape of scale {tuple(scale.shape)}",
                       lambda: tuple(offset.shape))
-    if x.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+    if x.dtype in (torch.float8_e4m3fn, torch.float8_e5m2, torch.uint8):
         checks.expect(scale.dtype == torch.float32, OP, "scale",
-                      "dtype float32 when x is float8", str(scale.dtype), TypeError)
+                      "dtype float32 when x is float8 or hifloat8 (uint8)", str(scale.dtype),
+                      TypeError)
     _check_strict(x, scale, dst_dtype)
 
 
@@ -101,7 +98,9 @@ def _check_strict(x, scale, dst_dtype) -> None:
 def anti_quant_reference(x, scale, *, offset=None, dst_dtype=None, src_dtype=None):
     out_dtype = _dst(dst_dtype)
     q = core.unpack_int4(x) if x.dtype == torch.int32 else x
-    v = core.to_float32(q)
+    # uint8 x holds hifloat8 codes (op-plugin: Byte -> ACL_HIFLOAT8), decoded exactly
+    v = (core.decode(q, core.FORMATS["hifloat8"]) if x.dtype == torch.uint8
+         else core.to_float32(q))
     if offset is not None:
         v = v + offset.to(torch.float32)
     v = v * scale.to(torch.float32)
@@ -116,7 +115,8 @@ anti_quant_op.forbid_autograd("npu_anti_quant has no backward on the NPU")
 
 
 def npu_anti_quant(x, scale, *, offset=None, dst_dtype=None, src_dtype=None):
-    """Dequantize int8 / packed-int4 (/ float8 on the 950) values to float16 or bfloat16.
+    """Dequantize int8 / packed-int4 (/ float8, hifloat8 on the 950) values to float16 or
+    bfloat16.
 
     Formula (seed 004)::
 
@@ -126,18 +126,20 @@ def npu_anti_quant(x, scale, *, offset=None, dst_dtype=None, src_dtype=None):
     ----------
     x : Tensor
         int8; int32 holding 8 int4 values each (element ``8k + j`` in bits ``4j..4j+3``, low
-        nibble first; A2/A3); float8_e4m3fn / float8_e5m2 (950).  Up to 8 dims, any strides.
-        uint8 (torch_npu.hifloat8 storage) raises NotImplementedError.
+        nibble first; A2/A3); float8_e4m3fn / float8_e5m2 (950); uint8 holding
+        torch_npu.hifloat8 codes (950; op-plugin maps uint8 x to ACL_HIFLOAT8).  Up to 8 dims,
+        any strides.
     scale : Tensor
-        1-D, float32 or bfloat16 (float32 only for float8 x and on 310P); size 1 or the last dim
-        of x (8 times x's last dim for int32 x).
+        1-D, float32 or bfloat16 (float32 only for float8 / hifloat8 x and on 310P); size 1 or
+        the last dim of x (8 times x's last dim for int32 x).
     offset : Tensor, optional
         scale's dtype and shape.
     dst_dtype : dtype or int, optional
         ``torch.float16`` (default) or ``torch.bfloat16``.
     src_dtype : dtype or int, optional
         If given, must name x's format: ``torch.int8`` for int8 x, ``torch.quint4x2`` or
-        ``torch_npu.int4`` for int32 x, the float8 type for float8 x (TypeError otherwise).
+        ``torch_npu.int4`` for int32 x, the float8 type for float8 x, ``torch_npu.hifloat8``
+        (290) for uint8 x (TypeError otherwise).
 
     Returns
     -------
@@ -146,12 +148,13 @@ def npu_anti_quant(x, scale, *, offset=None, dst_dtype=None, src_dtype=None):
 
     Constraints
     -----------
-    Strict mode: 310P takes int8 x, float32 scale and float16 output only; float8 x needs the
-    950.
+    Strict mode: 310P takes int8 x, float32 scale and float16 output only; float8 and
+    hifloat8 x need the 950.
 
     Notes
     -----
-    Computed in float32: ``(float32(x) + float32(offset)) * float32(scale)``, then rounded once
+    Computed in float32: ``(float32(x) + float32(offset)) * float32(scale)`` (hifloat8 codes
+    decode exactly to float32: 0x80 NaN, 0x6F / 0xEF +-inf), then rounded once
     to dst_dtype (round half to even, overflow to inf; the 950 kernel casts with CAST_RINT and
     NO_SAT, hicann/ops-nn ``quant/ascend_anti_quant_v2/op_kernel/arch35/
     ascend_anti_quant_v2_common.h``; op-plugin's golden computes the same in float32).  No

@@ -8,12 +8,14 @@ What is here, and what each op is expected to use:
   ``torch.dtype``, its ScalarType code such as ``1`` or ``16``, or a torch_npu code such as
   ``torch_npu.int4 == 285``) into one of them, raising the project's errors otherwise.
 * :func:`max_value` -- ``DTYPE_MAX`` of the docs' formulas (int8 127, int4 7, float8_e4m3fn 448,
-  float8_e5m2 57344).
+  float8_e5m2 57344, hifloat8 32768).
 * :func:`round_values` -- the five rounding modes of the Ascend ``Cast`` instruction, exact at
   ``.5`` ties: ``"rint"`` (half to even, CAST_RINT), ``"round"`` (half away from zero,
   CAST_ROUND), ``"floor"``, ``"ceil"``, ``"trunc"``.
 * :func:`cast_to` -- round (integer formats), saturate and convert a float tensor to a format;
-  int4 results are packed eight to an int32 (:func:`pack_int4`) unless ``pack=False``.
+  int4 results are packed eight to an int32 (:func:`pack_int4`) unless ``pack=False``;
+  hifloat8 results are uint8 codes (:mod:`.hifloat8`).
+* :func:`decode` -- quantized storage back to float32 values (hifloat8 codes decoded).
 * :func:`pack_int4` / :func:`unpack_int4` -- the NPU's int4-in-int32 layout.
 * :func:`dynamic_symmetric` / :func:`dynamic_asymmetric` -- dynamic (max-based) quantization
   along given dims, in the two operation orders the CANN kernels use.
@@ -41,10 +43,16 @@ Facts settled from the sources (cited so that a reader can check them):
   unpacking helpers of its goldens (``test/test_custom_ops/test_npu_dynamic_quant.py``
   ``convert_int4_to_int8``: low nibble first; ``test_npu_anti_quant.py`` ``unpack_int4``: shifts
   ``[0, 4]``).
-* **hifloat8** (torch_npu code 290) is not emulated: its encoding is published, but the rounding
-  (CAST_ROUND vs CAST_HYBRID) and saturation rules the kernels apply are not documented well
-  enough to reproduce bit-exactly, so :func:`cast_to` and :func:`max_value` raise
-  NotImplementedError naming it.
+* **hifloat8** (torch_npu code 290) is held as uint8 codes (op-plugin's meta registrations map
+  290 to ``torch.uint8``) and converted bit-exactly by :mod:`.hifloat8`, which follows the
+  Ascend 950 ``Cast`` rules (cannmirror/asc-devkit ``docs/zh/api/SIMD-API/基础API/Reg矢量计算/
+  类型转换/Cast.md``): ``"round"`` (CAST_ROUND, half away from zero, the conversion of the CANN
+  goldens' ``en_dtypes.hifloat8``) and ``"hybrid"`` (CAST_HYBRID: half away from zero for
+  ``|e| <= 3``, elsewhere rounding up iff the 14 cut bits are >= the input's own low 14 bits).
+  The kernels convert with ``SatMode::SAT`` (``quant/quantize/op_kernel/arch35/quantize.h``
+  ``CAST_TRAIT_FP32_TO_HIFP8``), which turns inf outputs into +-32768 and NaN into 0 (CTRL[48];
+  CTRL[50], which could keep NaN, does not apply to hifloat8), so :func:`cast_to` saturates
+  that way unless ``saturate=False``.
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ from typing import Iterable, Optional, Sequence
 import torch
 
 from ... import checks, dtypes
+from . import hifloat8
 
 ROUND_MODES = ("rint", "round", "floor", "ceil", "trunc")
 """Rounding modes: half to even, half away from zero, toward -inf, toward +inf, toward 0."""
@@ -98,7 +107,7 @@ FORMATS: dict[str, QuantFormat] = {f.name: f for f in (
     QuantFormat("int4", "int", torch.int8, -8.0, 7.0),
     QuantFormat("float8_e4m3fn", "float", torch.float8_e4m3fn, -448.0, 448.0),
     QuantFormat("float8_e5m2", "float", torch.float8_e5m2, -57344.0, 57344.0),
-    QuantFormat("hifloat8", "float", torch.uint8, -32768.0, 32768.0, emulated=False),
+    QuantFormat("hifloat8", "float", torch.uint8, -hifloat8.MAX_VALUE, hifloat8.MAX_VALUE),
 )}
 
 # dtype codes as they reach an `int dst_type` argument: ScalarType values (a torch.dtype passed
@@ -171,7 +180,7 @@ def parse_dst_type(value: torch.dtype | int | None, *, op: str, param: str,
         For the error message (``"<op>: expected <param> one of [...], but got ..."``).
     allowed : sequence of str
         The format names the op accepts (e.g. ``("int8", "int4")``).  A documented format we
-        cannot emulate (hifloat8) raises NotImplementedError; anything else ValueError.
+        cannot emulate (none at present) raises NotImplementedError; anything else ValueError.
     spelled : sequence of str, optional
         How to list the accepted values in the message (default: the format names).
     """
@@ -277,12 +286,18 @@ def cast_to(y: torch.Tensor, fmt: QuantFormat, *, round_mode: str = "rint",
     Integer formats: ``round_values(y, round_mode)``, clamp to the range, NaN -> 0, convert;
     int4 results are packed into int32 along the last dim when ``pack`` (last dim a multiple of
     8), else returned unpacked as int8 in [-8, 7].  float8 formats: round half to even,
-    saturating unless ``saturate=False`` (``round_mode`` does not apply).  hifloat8 raises
-    NotImplementedError.  ``inplace=True`` lets the function overwrite ``y`` (pass it for a
-    temporary you own: large inputs then need no extra float32 buffers).
+    saturating unless ``saturate=False`` (``round_mode`` does not apply).  hifloat8: uint8
+    codes, ``round_mode`` ``"round"`` or ``"hybrid"`` (the default ``"rint"``, which hifloat8
+    lacks, means ``"round"``: the kernels' CAST_ROUND), saturating (+-32768, NaN -> 0) unless
+    ``saturate=False`` (inf codes, NaN code 0x80).  ``inplace=True`` lets the function
+    overwrite ``y`` (pass it for a temporary you own: large inputs then need no extra float32
+    buffers).
     """
     if not fmt.emulated:
         raise NotImplementedError(f"{fmt.name} is not emulated by npu_anywhere")
+    if fmt.name == "hifloat8":
+        mode = "round" if round_mode == "rint" else round_mode
+        return hifloat8.encode_hifloat8(y, mode, saturate=saturate)
     if fmt.is_int:
         r = y.round_() if (inplace and round_mode == "rint") else round_values(y, round_mode)
         q = _saturate_int_(r, fmt)                   # r is a temporary either way
@@ -290,6 +305,15 @@ def cast_to(y: torch.Tensor, fmt: QuantFormat, *, round_mode: str = "rint",
     if inplace and saturate:
         return y.clamp_(fmt.qmin, fmt.qmax).to(fmt.storage)
     return cast_float8(y, fmt, saturate=saturate)
+
+
+def decode(q: torch.Tensor, fmt: QuantFormat) -> torch.Tensor:
+    """float32 values of quantized storage ``q`` of format ``fmt``: hifloat8 codes (uint8) are
+    decoded (0x80 NaN, 0x6F / 0xEF +-inf), every other format is converted as is (unpack int4
+    first)."""
+    if fmt.name == "hifloat8":
+        return hifloat8.decode_hifloat8(q)
+    return q.to(torch.float32)
 
 
 # -- int4 packing ------------------------------------------------------------------------------
@@ -324,8 +348,8 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
 # -- dynamic quantization ----------------------------------------------------------------------
 
 def dynamic_symmetric(v: torch.Tensor, fmt: QuantFormat, dims: int | Iterable[int], *,
-                      reciprocal: bool, pack: bool = True, owned: bool = False
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
+                      reciprocal: bool, pack: bool = True, owned: bool = False,
+                      dtype_max: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric dynamic quantization of float32 ``v`` over ``dims``.
 
     ``amax = max(|v|)`` over ``dims`` (kept), ``scale = amax * float32(1 / DTYPE_MAX)``, then
@@ -336,11 +360,12 @@ def dynamic_symmetric(v: torch.Tensor, fmt: QuantFormat, dims: int | Iterable[in
     with the ``cast_to`` rules (integers: half to even, saturating).  The two orders differ in
     the last float32 bit of ``v * q``, so about one element in 10^4 can land on the other side
     of a ``.5`` tie.  An all-zero slice gives scale 0 and y 0 (0 * inf and 0 / 0 are NaN, which
-    the integer cast maps to 0).  ``owned=True`` lets the function overwrite ``v``.  Returns
-    ``(y, scale)`` with ``scale`` keeping ``dims``.
+    the integer cast maps to 0).  ``owned=True`` lets the function overwrite ``v``;
+    ``dtype_max`` replaces ``DTYPE_MAX`` (hifloat8's ``dst_type_max``).  Returns ``(y, scale)``
+    with ``scale`` keeping ``dims``.
     """
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    m = max_value(fmt)
+    m = max_value(fmt) if dtype_max is None else dtype_max
     amax = torch.linalg.vector_norm(v, ord=float("inf"), dim=dims, keepdim=True)   # max |v|
     scale = amax * _f32(1.0 / m)
     if reciprocal:
@@ -354,7 +379,8 @@ def dynamic_symmetric(v: torch.Tensor, fmt: QuantFormat, dims: int | Iterable[in
 
 
 def dynamic_asymmetric(v: torch.Tensor, fmt: QuantFormat, dims: int | Iterable[int], *,
-                       reciprocal: bool, pack: bool = True, owned: bool = False
+                       reciprocal: bool, pack: bool = True, owned: bool = False,
+                       dtype_max: Optional[float] = None
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Asymmetric dynamic quantization of float32 ``v`` over ``dims``.
 
@@ -366,11 +392,12 @@ def dynamic_asymmetric(v: torch.Tensor, fmt: QuantFormat, dims: int | Iterable[i
     * ``reciprocal=False`` (950 kernels, CANN golden): ``scale = (mx - mn) * float32(1/RANGE)``,
       ``y = cast(v / scale + offset)``.
 
-    ``owned=True`` lets the function overwrite ``v``.  Returns ``(y, scale, offset)``, scale and
-    offset keeping ``dims``.
+    ``owned=True`` lets the function overwrite ``v``; ``dtype_max`` replaces ``DTYPE_MAX``
+    (hifloat8's ``dst_type_max``).  Returns ``(y, scale, offset)``, scale and offset keeping
+    ``dims``.
     """
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    m = max_value(fmt)
+    m = max_value(fmt) if dtype_max is None else dtype_max
     rng = m - fmt.qmin if fmt.is_int else 2.0 * m
     mx = v.amax(dim=dims, keepdim=True)
     mn = v.amin(dim=dims, keepdim=True)

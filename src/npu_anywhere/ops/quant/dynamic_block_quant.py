@@ -33,6 +33,7 @@ DST_SPELLED = ("torch.int8 (1)", "torch.float8_e5m2 / torch_npu.float8_e5m2 (23 
                "torch_npu.hifloat8 (290)")
 ROUND_MODES = ("rint", "round")
 ROW_BLOCK_SIZES = (1, 64, 128, 256, 512)
+DST_TYPE_MAXES = (0.0, 15.0, 56.0, 224.0, 32768.0)
 COL_BLOCK_SIZES = (64, 128, 192, 256)
 
 _A2_A3 = frozenset({Product.A2, Product.A3})
@@ -57,12 +58,21 @@ def check_dynamic_block_quant(x, *, min_scale=0.0, round_mode="rint", dst_type=1
     checks.expect_one_of(col_block_size, COL_BLOCK_SIZES, OP, "col_block_size")
     checks.expect(not math.isnan(dst_type_max) and dst_type_max >= 0.0, OP, "dst_type_max",
                   "a value >= 0 (used by hifloat8 only)", dst_type_max, ValueError)
-    # "round" is documented for hifloat8 only (aclnnDynamicBlockQuant, 950 constraints); the
-    # format check comes first so that hifloat8 reports NotImplementedError either way.
+    checks.expect(dst_type_max in DST_TYPE_MAXES, OP, "dst_type_max",
+                  f"one of {list(DST_TYPE_MAXES)}", dst_type_max, ValueError)
+    # "round" is for hifloat8, which takes nothing else (aclnnDynamicBlockQuant, 950
+    # constraints; dynamic_block_quant_tiling.cpp CheckRoundMode).
     fmt = _format(dst_type)
-    checks.expect(round_mode == "rint" or fmt.name == "hifloat8", OP, "round_mode",
-                  lambda: f"'rint' for {fmt.name} output ('round' is for hifloat8 only)",
-                  repr(round_mode), ValueError)
+    if fmt.name == "hifloat8":
+        checks.expect(round_mode == "round", OP, "round_mode", "'round' for hifloat8 output",
+                      repr(round_mode), ValueError)
+    else:
+        checks.expect(round_mode == "rint", OP, "round_mode",
+                      lambda: f"'rint' for {fmt.name} output ('round' is for hifloat8 only)",
+                      repr(round_mode), ValueError)
+        checks.expect(dst_type_max == 0.0, OP, "dst_type_max",
+                      lambda: f"0 for {fmt.name} output (it sets hifloat8's maximum)",
+                      dst_type_max, ValueError)
     product = targets.expect_supported(OP, SUPPORTED)
     if product is None:
         return
@@ -82,6 +92,8 @@ def dynamic_block_quant_reference(x, *, min_scale=0.0, round_mode="rint", dst_ty
                                   row_block_size=1, col_block_size=128, dst_type_max=0.0):
     fmt = _format(dst_type)
     dtype_max = core.max_value(fmt)
+    if fmt.name == "hifloat8" and dst_type_max != 0.0:
+        dtype_max = dst_type_max
     r, c = row_block_size, col_block_size
     v = x.to(torch.float32)
     if v.dim() == 2:
@@ -121,7 +133,7 @@ def npu_dynamic_block_quant(x, *, min_scale=0.0, round_mode="rint", dst_type=1,
     block of the last two dims.
 
     Formula (CANN ``aclnnDynamicBlockQuant``; ``DTYPE_MAX`` = 127 for int8, 448 for
-    float8_e4m3fn, 57344 for float8_e5m2)::
+    float8_e4m3fn, 57344 for float8_e5m2, ``dst_type_max`` or else 32768 for hifloat8)::
 
         input_max = block_reduce_max(abs(x))
         scale     = min(input_max / DTYPE_MAX, 1 / min_scale)
@@ -135,26 +147,26 @@ def npu_dynamic_block_quant(x, *, min_scale=0.0, round_mode="rint", dst_type=1,
     min_scale : float
         >= 0.  Caps the scale at ``1 / min_scale`` (0, the default, caps nothing).
     round_mode : {'rint', 'round'}
-        'rint' (round half to even) for int8 and float8 output; 'round' is documented for
-        hifloat8 only (which is not emulated).
+        'rint' (round half to even) for int8 and float8 output; 'round' (half away from zero)
+        for hifloat8 output.  Each format takes only its own mode.
     dst_type : int or dtype
         ``1`` / ``torch.int8`` (default), ``torch.float8_e5m2`` (23, torch_npu code 291),
-        ``torch.float8_e4m3fn`` (24, 292).  ``torch_npu.hifloat8`` (290) raises
-        NotImplementedError.
+        ``torch.float8_e4m3fn`` (24, 292), ``torch_npu.hifloat8`` (290).
     row_block_size : int
         Block rows: 1, 64, 128, 256 or 512.
     col_block_size : int
         Block columns: 64, 128, 192 or 256.
     dst_type_max : float
-        op-plugin's extra argument (>= 0); it only sets hifloat8's maximum, so it is ignored
-        for the emulated formats.
+        op-plugin's extra argument: hifloat8's ``DTYPE_MAX``, one of 0 (meaning 32768), 15,
+        56, 224, 32768; other formats need 0 (``dynamic_block_quant_tiling.cpp``
+        ``CheckBlockSizeAndDstTypeMax``).
 
     Returns
     -------
     (y, scale)
-        ``y``: x's shape, int8 / float8.  ``scale``: float32, ``(ceil(M / row_block_size),
-        ceil(N / col_block_size))`` (with a leading B for 3-D x).  Partial blocks at the ends
-        are quantized on their own elements.
+        ``y``: x's shape, int8 / float8 (hifloat8: uint8 holding the codes).  ``scale``:
+        float32, ``(ceil(M / row_block_size), ceil(N / col_block_size))`` (with a leading B
+        for 3-D x).  Partial blocks at the ends are quantized on their own elements.
 
     Constraints
     -----------
@@ -169,10 +181,12 @@ def npu_dynamic_block_quant(x, *, min_scale=0.0, round_mode="rint", dst_type=1,
     the reciprocal), then ``scale = min(scale, 1 / min_scale)`` only where ``scale < inf``,
     then ``y = x / scale`` (a division per element).  int8: rounded half to even
     (CAST_RINT), saturated to [-128, 127], NaN -> 0; float8: round half to even, saturating
-    (``SatMode::SAT``), NaN stays NaN.  ``x / scale`` for a block's largest element is
-    ``+-127`` up to one float32 rounding.  An all-zero block gives scale 0 and ``0 / 0``:
-    int8 0, float8 NaN (what the division gives; the NPU's float8 result for this case is not
-    documented).  A block containing inf has scale inf (its finite elements quantize to 0).
+    (``SatMode::SAT``), NaN stays NaN; hifloat8: half away from zero (CAST_ROUND), saturating
+    to +-32768, NaN -> 0 (``npu_anywhere.ops.quant.hifloat8``).  ``x / scale`` for a block's
+    largest element is ``+-DTYPE_MAX`` up to one float32 rounding.  An all-zero block gives
+    scale 0 and ``0 / 0``: int8 and hifloat8 0, float8 NaN (what the division gives; the NPU's
+    float8 result for this case is not documented).  A block containing inf has scale inf
+    (its finite elements quantize to 0).
 
     The torch_npu doc page writes the scale formula inverted (``min(DTYPE_MAX / input_max,
     1 / min_scale)``); its example output (scale 0.0063 for values below 1) and the aclnn doc

@@ -33,7 +33,8 @@ def dynamic_quant_reference(input, *, smooth_scales=None, group_index=None, dst_
     v, owned = _dynamic.smoothed(input, smooth_scales, group_index, quant_mode)
     dims = _dynamic.reduce_dims(quant_mode, v.dim())
     y, scale = core.dynamic_symmetric(v, fmt, dims, owned=owned,
-                                      reciprocal=_dynamic.uses_a2_kernel(fmt, quant_mode))
+                                      reciprocal=_dynamic.uses_a2_kernel(fmt, quant_mode),
+                                      dtype_max=_dynamic.dtype_max(fmt, dst_type_max))
     return y, _dynamic.squeeze_scale(scale, quant_mode, dims)
 
 
@@ -45,14 +46,15 @@ dynamic_quant_op.forbid_autograd("npu_dynamic_quant has no backward on the NPU")
 
 def npu_dynamic_quant(x=None, *, smooth_scales=None, group_index=None, dst_type=None,
                       quant_mode="pertoken", dst_type_max=0.0, **kwargs):
-    """Symmetric dynamic quantization to int8 / int4 (and float8 on the 950).
+    """Symmetric dynamic quantization to int8 / int4 (and float8, hifloat8 on the 950).
 
     Formula (seed 004; ``rowMax`` over the last dim in the default ``"pertoken"`` mode)::
 
         scale = rowMax(abs(x * smooth_scales)) / DTYPE_MAX
         y     = round(x * smooth_scales / scale)
 
-    ``DTYPE_MAX`` is 127 (int8), 7 (int4), 448 (float8_e4m3fn), 57344 (float8_e5m2).
+    ``DTYPE_MAX`` is 127 (int8), 7 (int4), 448 (float8_e4m3fn), 57344 (float8_e5m2),
+    ``dst_type_max`` or else 32768 (hifloat8).
 
     Parameters
     ----------
@@ -71,18 +73,19 @@ def npu_dynamic_quant(x=None, *, smooth_scales=None, group_index=None, dst_type=
     dst_type : dtype or int, optional
         ``torch.int8`` (default, also None), ``torch.quint4x2`` / ``torch_npu.int4`` (int4,
         packed), ``torch.float8_e4m3fn`` / ``torch.float8_e5m2`` (or torch_npu's codes 292 /
-        291; 950 only).  ``torch_npu.hifloat8`` raises NotImplementedError.
+        291; 950 only), ``torch_npu.hifloat8`` (290; 950 only).
     quant_mode : {'pertoken', 'pertensor', 'perchannel'}
         op-plugin's extra argument (aclnnDynamicQuantV3/V4, 950 only besides 'pertoken'):
         the max is taken per row, over the whole tensor, or per column (over dim -2).
     dst_type_max : float
-        op-plugin's extra argument; in [0, 32768], used by hifloat8 only (ignored otherwise).
+        op-plugin's extra argument; in [0, 32768]: hifloat8's ``DTYPE_MAX`` (0 means 32768);
+        ignored by the other formats.
 
     Returns
     -------
     (y, scale)
-        ``y``: int8 / float8 of x's shape; for int4 an int32 tensor whose last dim is H / 8,
-        each int32 holding 8 results (element ``8k + j`` in bits ``4j..4j+3``, low nibble
+        ``y``: int8 / float8 of x's shape (hifloat8: uint8 holding the codes); for int4 an
+        int32 tensor whose last dim is H / 8, each int32 holding 8 results (element ``8k + j`` in bits ``4j..4j+3``, low nibble
         first).  ``scale``: float32 of shape ``x.shape[:-1]`` (pertoken), x's shape without
         dim -2 (perchannel) or ``(1,)`` (pertensor).
 
@@ -90,7 +93,7 @@ def npu_dynamic_quant(x=None, *, smooth_scales=None, group_index=None, dst_type=
     -----------
     int4 needs H divisible by 8.  group_index needs smooth_scales and pertoken mode.  Strict
     mode: A2/A3 take float16/bfloat16 x, smooth_scales of x's dtype, int8/int4 and pertoken
-    only; the 950 adds the float8 outputs and the other modes.
+    only; the 950 adds the float8 / hifloat8 outputs and the other modes.
 
     Notes
     -----
@@ -106,7 +109,9 @@ def npu_dynamic_quant(x=None, *, smooth_scales=None, group_index=None, dst_type=
     ``atol=1``.  The A2/A3 kernels also write the scale as either ``amax * (1/127)`` or
     ``1 / (127 / amax)`` depending on the tiling path (the last bit may differ); we use the
     former, as the golden does.  Integer results saturate; float8 results saturate to the
-    largest finite value and round half to even (``SatMode::SAT``).  An all-zero row gives
+    largest finite value and round half to even (``SatMode::SAT``); hifloat8 results round
+    half away from zero (``castTraitF32toh8``: CAST_ROUND, ``SatMode::SAT``) and saturate to
+    +-32768 (NaN -> 0).  An all-zero row gives
     scale 0 and y 0.  A row containing inf gets scale inf; its finite elements quantize to 0
     and the inf element (inf / inf = NaN) to 0; NaN anywhere in a row makes its scale NaN and
     its integer y 0.  No backward.

@@ -34,7 +34,8 @@ def dynamic_quant_asymmetric_reference(input, *, smooth_scales=None, group_index
     v, owned = _dynamic.smoothed(input, smooth_scales, group_index, quant_mode)
     dims = _dynamic.reduce_dims(quant_mode, v.dim())
     y, scale, offset = core.dynamic_asymmetric(
-        v, fmt, dims, reciprocal=_dynamic.uses_a2_kernel(fmt, quant_mode), owned=owned)
+        v, fmt, dims, reciprocal=_dynamic.uses_a2_kernel(fmt, quant_mode), owned=owned,
+        dtype_max=_dynamic.dtype_max(fmt, dst_type_max))
     return (y, _dynamic.squeeze_scale(scale, quant_mode, dims),
             _dynamic.squeeze_scale(offset, quant_mode, dims))
 
@@ -58,8 +59,9 @@ def npu_dynamic_quant_asymmetric(x=None, *, smooth_scales=None, group_index=None
         offset = DST_MAX - rowMax(x) / scale
         y      = round(x / scale + offset)
 
-    int8: DST_MAX 127, DST_MIN -128 (range 255); int4: 7, -8 (range 15); float8 (950):
-    +-DTYPE_MAX (range 2 * DTYPE_MAX).  With smooth_scales, x is first multiplied by them
+    int8: DST_MAX 127, DST_MIN -128 (range 255); int4: 7, -8 (range 15); float8 and
+    hifloat8 (950): +-DTYPE_MAX (range 2 * DTYPE_MAX; hifloat8's DTYPE_MAX is
+    ``dst_type_max``, 0 meaning 32768).  With smooth_scales, x is first multiplied by them
     (per MoE group with group_index), exactly as in :func:`npu_dynamic_quant`.
 
     Parameters
@@ -94,7 +96,8 @@ def npu_dynamic_quant_asymmetric(x=None, *, smooth_scales=None, group_index=None
     The other cases follow the 950 kernels (``op_kernel/arch35/``) and the CANN golden:
     ``scale = (mx - mn) * float32(1/RANGE)``, ``y = cast(v / scale + offset)`` (a constant row
     then gives scale 0 and NaN -> 0 results; the A2 kernel's 1e-12 floor avoids that).
-    Rounding is half to even and saturating (float8: saturating, half to even).  op-plugin's
+    Rounding is half to even and saturating (float8: saturating, half to even; hifloat8:
+    half away from zero, saturating to +-32768, NaN -> 0).  op-plugin's
     golden (``test/test_custom_ops/test_npu_dynamic_quant_asymmetric.py``) divides by the scale
     and allows ``atol=1``.  No backward.
 

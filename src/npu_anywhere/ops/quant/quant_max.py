@@ -1,5 +1,5 @@
-"""torch_npu.npu_quant_max: static per-tensor (or per-group) quantization to float8 that also
-returns ``amax = max(|x|)``.
+"""torch_npu.npu_quant_max: static per-tensor (or per-group) quantization to float8 / hifloat8
+that also returns ``amax = max(|x|)``.
 
 Formula (seed 004)::
 
@@ -48,9 +48,14 @@ def check_quant_max(x, scale, *, round_mode="rint", dst_dtype=291, group_list=No
     checks.expect_same_device({"x": x, "scale": scale}, OP)
     checks.expect_one_of(round_mode, ROUND_MODES, OP, "round_mode")
     fmt = _format(dst_dtype)
-    checks.expect(round_mode == "rint", OP, "round_mode",
-                  lambda: f"'rint' for {fmt.name} output ('round' / 'hybrid' are for hifloat8)",
-                  repr(round_mode), ValueError)
+    if fmt.name == "hifloat8":
+        checks.expect(round_mode != "rint", OP, "round_mode",
+                      "'round' or 'hybrid' for hifloat8 output ('rint' is for float8)",
+                      repr(round_mode), ValueError)
+    else:
+        checks.expect(round_mode == "rint", OP, "round_mode",
+                      lambda: f"'rint' for {fmt.name} output ('round' / 'hybrid' are for "
+                      "hifloat8)", repr(round_mode), ValueError)
     targets.expect_supported(OP, SUPPORTED)
     if group_list is None:
         checks.expect(scale.shape[0] == 1, OP, "scale", "shape (1,) without group_list",
@@ -74,7 +79,7 @@ def quant_max_reference(x, scale, *, round_mode="rint", dst_dtype=291, group_lis
     s = scale.to(torch.float32)
     if group_list is None:
         amax = v.abs().amax().reshape(1)
-        y = core.cast_to(v * s, fmt)
+        y = core.cast_to(v * s, fmt, round_mode=round_mode)
         return y, amax.to(x.dtype)
     rows = v.shape[0]
     g = group_list.shape[0]
@@ -85,7 +90,7 @@ def quant_max_reference(x, scale, *, round_mode="rint", dst_dtype=291, group_lis
     gid = gid.clamp(max=g - 1)
     row_scale = torch.where(inside, s[gid], torch.zeros_like(s[gid]))
     bshape = (rows,) + (1,) * (v.dim() - 1)
-    y = core.cast_to(v * row_scale.reshape(bshape), fmt)
+    y = core.cast_to(v * row_scale.reshape(bshape), fmt, round_mode=round_mode)
     row_amax = v.abs().reshape(rows, -1).amax(dim=1)
     row_amax = torch.where(inside, row_amax, torch.zeros_like(row_amax))
     amax = torch.zeros(g, dtype=torch.float32, device=v.device).scatter_reduce(
@@ -102,7 +107,7 @@ quant_max_op.forbid_autograd("npu_quant_max has no backward on the NPU")
 
 
 def npu_quant_max(x, scale, *, round_mode="rint", dst_dtype=291, group_list=None):
-    """Quantize ``x`` to float8 with a given scale, and return ``max(|x|)`` with it.
+    """Quantize ``x`` to float8 or hifloat8 with a given scale, and return ``max(|x|)`` with it.
 
     Formula (seed 004)::
 
@@ -116,12 +121,13 @@ def npu_quant_max(x, scale, *, round_mode="rint", dst_dtype=291, group_list=None
     scale : Tensor
         float32 of shape ``(1,)``; with ``group_list``, shape ``(G,)`` (one per group).
     round_mode : {'rint', 'round', 'hybrid'}
-        'rint' (round half to even) for the float8 outputs; 'round' / 'hybrid' are for
-        hifloat8 only (not emulated).
+        'rint' (round half to even) for the float8 outputs, and only for them; 'round' (half
+        away from zero) or 'hybrid' (CAST_HYBRID, see :mod:`npu_anywhere.ops.quant.hifloat8`)
+        for hifloat8, which takes no other.
     dst_dtype : int or dtype
         ``torch_npu.float8_e5m2`` (291, default; ``torch.float8_e5m2`` / 23 too),
-        ``torch_npu.float8_e4m3fn`` (292 / ``torch.float8_e4m3fn`` / 24).
-        ``torch_npu.hifloat8`` (290) raises NotImplementedError.
+        ``torch_npu.float8_e4m3fn`` (292 / ``torch.float8_e4m3fn`` / 24),
+        ``torch_npu.hifloat8`` (290).
     group_list : Tensor, optional
         op-plugin's extra argument: int64 (or int32) ``(G,)``, cumulative row ends along dim
         0 (``group_list[g-1] <= row < group_list[g]`` is group g, scaled by ``scale[g]``).
@@ -131,8 +137,9 @@ def npu_quant_max(x, scale, *, round_mode="rint", dst_dtype=291, group_list=None
     Returns
     -------
     (y, amax)
-        ``y``: float8 of x's shape.  ``amax``: x's dtype, shape ``(1,)``, or ``(G,)`` with a
-        group_list of G > 1 entries (an empty group's amax is 0).
+        ``y``: float8 of x's shape (hifloat8: uint8 holding the codes).  ``amax``: x's dtype,
+        shape ``(1,)``, or ``(G,)`` with a group_list of G > 1 entries (an empty group's amax
+        is 0).
 
     Constraints
     -----------
@@ -142,8 +149,9 @@ def npu_quant_max(x, scale, *, round_mode="rint", dst_dtype=291, group_list=None
     -----
     The 950 kernel (hicann/ops-nn ``quant/quant_max/op_kernel/arch35/
     quant_max_per_tensor_regbase.h``) multiplies: ``y = cast(float32(x) * scale)`` with a
-    saturating, round-half-even float32 -> float8 conversion (NaN stays NaN), and reduces
-    ``max(|float32(x)|)``, written back in x's dtype (exact).  This settles the seed's
+    saturating, round-half-even float32 -> float8 conversion (NaN stays NaN; hifloat8: the
+    given ``round_mode``, saturating to +-32768 with NaN -> 0, ``quant_max_common.h``), and
+    reduces ``max(|float32(x)|)``, written back in x's dtype (exact).  This settles the seed's
     ``x * scale`` against op-plugin's golden (``test/test_custom_ops/test_npu_quant_max.py``),
     which divides by the scale.  The output y dtype follows op-plugin's meta registration.
     NaN in x makes amax NaN (torch's max; the kernel's behaviour is not documented).  No

@@ -198,8 +198,9 @@ def quantize_reference(self, scales, zero_points, dtype, axis=1, div_mode=True):
     if zp is not None:
         t = t + zp
     # Both kernels round half to even (aclnnQuantize: CAST_RINT; aclnnAscendQuantV3 maps
-    # round_mode "round" to CAST_RINT) and saturate.
-    return core.cast_to(t, fmt, round_mode="rint")
+    # round_mode "round" to CAST_RINT) and saturate; hifloat8 rounds half away from zero
+    # (CAST_ROUND) in both.
+    return core.cast_to(t, fmt, round_mode="round" if fmt.name == "hifloat8" else "rint")
 
 
 quantize_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_quantize,
@@ -235,7 +236,7 @@ def npu_quantize(input=None, scales=None, zero_points=None, dtype=None, axis=1, 
         div_mode=True: ``torch.qint8`` / ``torch.int8``, ``torch.quint8`` / ``torch.uint8``,
         ``torch.qint32`` / ``torch.int32``, float8 types (950).  div_mode=False: ``torch.qint8``
         / ``torch.int8``, ``torch.quint4x2`` (int4 packed in int32), float8 types (950).
-        ``torch_npu.hifloat8`` raises NotImplementedError.
+        Both: ``torch_npu.hifloat8`` (290, 950).
     axis : int
         div_mode=True: the dim scales run along (any valid dim; unused for size-1 scales).
         div_mode=False: -2 means the second-to-last dim, any other value >= -1 the last dim
@@ -245,7 +246,8 @@ def npu_quantize(input=None, scales=None, zero_points=None, dtype=None, axis=1, 
     Returns
     -------
     Tensor
-        input's shape, dtype int8 / uint8 / int32 / float8 per ``dtype``; for
+        input's shape, dtype int8 / uint8 / int32 / float8 per ``dtype`` (hifloat8: uint8
+        holding the codes); for
         ``torch.quint4x2`` int32 with last dim / 8 (element ``8k + j`` in bits ``4j..4j+3``).
 
     Constraints
@@ -263,7 +265,11 @@ def npu_quantize(input=None, scales=None, zero_points=None, dtype=None, axis=1, 
     aclnnAscendQuantV3's "round" mode is CAST_RINT, ``quant/ascend_quant_v2/op_kernel/
     ascend_quant_v2.h``) and **saturated** to the output range (the CANN goldens clip: int8
     [-128, 127], uint8 [0, 255], int4 [-8, 7]); NaN gives 0, +-inf the range ends.  float8
-    outputs round half to even and saturate to +-448 / +-57344.
+    outputs round half to even and saturate to +-448 / +-57344.  hifloat8 outputs round half
+    away from zero (CAST_ROUND: aclnnQuantize's kernel has no round mode, and op-plugin passes
+    "round" to aclnnAscendQuantV3, whose tiling maps it to CAST_ROUND for hifloat8,
+    ``quant/ascend_quant_v2/op_host/ascend_quant_v2_regbase_tiling.cpp``) and saturate to
+    +-32768 with NaN -> 0 (``CAST_TRAIT_FP32_TO_HIFP8``, ``SatMode::SAT``).
 
     Examples
     --------

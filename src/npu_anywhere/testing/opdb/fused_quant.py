@@ -34,6 +34,9 @@ def _add_rms_norm_quant() -> None:
              _scales(4, 8, dtype=_BF16), _g(4, 8, dtype=_BF16)), {})),
         Sample("float8_e4m3fn", lambda: (
             (_g(3, 8), _g(3, 8), _g(8), _scales(8), None), {"dst_type": 292})),
+        Sample("hifloat8_two_outputs", lambda: (
+            (_g(3, 8, dtype=_BF16), _g(3, 8, dtype=_BF16), _g(8, dtype=_BF16), _scales(8),
+             None, None, _scales(8)), {"dst_type": 290})),
         Sample("one_dim", lambda: ((_g(9), _g(9), _g(9), _scales(9), None), {})),
     ]
     e.errors += [
@@ -47,9 +50,6 @@ def _add_rms_norm_quant() -> None:
                     TypeError, "npu_add_rms_norm_quant: expected scales1 dtype in"),
         ErrorSample("x2_shape", lambda: ((_g(2, 8), _g(3, 8), _g(8), _scales(8), None), {}),
                     RuntimeError, "npu_add_rms_norm_quant: expected x2 the shape of x1"),
-        ErrorSample("hifloat8", lambda: ((_g(2, 8), _g(2, 8), _g(8), _scales(8), None),
-                                         {"dst_type": 290}), NotImplementedError,
-                    "npu_add_rms_norm_quant: expected dst_type a format"),
     ]
 
 
@@ -67,6 +67,9 @@ def _rms_norm_quant() -> None:
         Sample("float8_e5m2", lambda: (
             (_g(3, 8), _g(8), _g(8), torch.tensor([0.5]), torch.tensor([1.0])),
             {"dst_dtype": 291})),
+        Sample("hifloat8", lambda: (
+            (_g(3, 8, dtype=_BF16), _g(8, dtype=_BF16), _g(8, dtype=_BF16),
+             torch.tensor([0.01]), torch.tensor([1.0])), {"dst_dtype": 290})),
         Sample("one_dim", lambda: ((_g(16, dtype=_F16), _g(16, dtype=_F16), _g(16, dtype=_F16),
                                     torch.ones(1, dtype=_F16), torch.zeros(1, dtype=_I8)),
                                    {"epsilon": 1e-5})),
@@ -107,6 +110,10 @@ def _add_rms_norm_dynamic_quant() -> None:
             {"smooth_scale2": _g(8, dtype=_BF16), "output_mask": [False, True]})),
         Sample("int4", lambda: ((_g(3, 16), _g(3, 16), _g(16)),
                                 {"y_dtype": torch.quint4x2, "epsilon": 1e-5})),
+        Sample("hifloat8_two_outputs", lambda: (
+            (_g(2, 8, dtype=_BF16), _g(2, 8, dtype=_BF16), _g(8, dtype=_BF16)),
+            {"smooth_scale1": _g(8, dtype=_BF16), "smooth_scale2": _g(8, dtype=_BF16),
+             "y_dtype": 290})),
     ]
     e.errors += [
         ErrorSample("one_dim", lambda: ((_g(16), _g(16), _g(16)), {}), ValueError,

@@ -37,6 +37,9 @@ def _dynamic_samples(name: str) -> None:
                                                               "smooth_scales": _x(3)})),
         Sample("float8_e4m3fn", lambda: ((_x(3, 8),), {"dst_type": torch.float8_e4m3fn})),
         Sample("float8_e5m2_npu_code", lambda: ((_x(3, 8),), {"dst_type": 291})),
+        Sample("hifloat8", lambda: ((_x(3, 8),), {"dst_type": 290})),
+        Sample("hifloat8_max_perchannel", lambda: ((_x(2, 3, 8, dtype=torch.bfloat16),), {
+            "dst_type": 290, "dst_type_max": 15.0, "quant_mode": "perchannel"})),
         Sample("non_contiguous", lambda: ((_x(8, 6).t(),), {"smooth_scales": _x(8)})),
     ]
     e.errors += [
@@ -48,8 +51,6 @@ def _dynamic_samples(name: str) -> None:
                     ValueError, f"{name}: expected x a last dim divisible by 8"),
         ErrorSample("bad_dst_type", lambda: ((_x(2, 8),), {"dst_type": torch.float16}),
                     ValueError, f"{name}: expected dst_type one of"),
-        ErrorSample("hifloat8", lambda: ((_x(2, 8),), {"dst_type": 290}), NotImplementedError,
-                    f"{name}: expected dst_type a format npu_anywhere can emulate"),
         ErrorSample("bad_mode", lambda: ((_x(2, 8),), {"quant_mode": "pergroup"}), ValueError,
                     f"{name}: expected quant_mode one of"),
         ErrorSample("smooth_size", lambda: ((_x(2, 8),), {"smooth_scales": _x(7)}),
@@ -89,6 +90,11 @@ def _quantize_samples() -> None:
                                                 torch.qint32, -1, True), {})),
         Sample("div_float8", lambda: ((_x(4, 6, dtype=torch.float32), torch.full((4,), 0.01),
                                        None, torch.float8_e4m3fn, 0, True), {})),
+        Sample("div_hifloat8", lambda: ((_x(4, 6, dtype=torch.float32) * 100,
+                                         torch.full((4,), 0.5), torch.randn(4), 290, 0, True),
+                                        {})),
+        Sample("mul_hifloat8", lambda: ((_x(3, 8, dtype=torch.bfloat16) * 100,
+                                         _x(8, dtype=torch.bfloat16), None, 290, -1, False), {})),
         Sample("mul_quint4x2", lambda: ((_x(2, 16, dtype=torch.float32), torch.full((16,), 3.0),
                                          None, torch.quint4x2, -1, False), {})),
         Sample("mul_axis_minus2_multidim", lambda: ((_x(2, 5, 8, dtype=torch.float32),
@@ -130,14 +136,16 @@ def _quantize_samples() -> None:
         ErrorSample("int_input", lambda: ((torch.ones(2, 8, dtype=torch.int32), torch.ones(1),
                                            None, torch.qint8, 1, True), {}), TypeError,
                     "npu_quantize: expected input dtype in"),
-        ErrorSample("hifloat8", lambda: ((_x(2, 8, dtype=torch.float32), torch.ones(1), None, 290,
-                                          1, True), {}), NotImplementedError,
-                    "npu_quantize: expected dtype a format"),
     ]
 
 
 def _packed(*shape):
     return torch.randint(-2 ** 31, 2 ** 31 - 1, shape, dtype=torch.int32)
+
+
+def _hif8_codes(*shape):
+    low = torch.randint(1, 0x6E, shape, dtype=torch.int32)
+    return (low | (torch.randint(0, 2, shape, dtype=torch.int32) << 7)).to(torch.uint8)
 
 
 def _anti_quant_samples() -> None:
@@ -154,6 +162,10 @@ def _anti_quant_samples() -> None:
         Sample("int4_packed_npu_code", lambda: ((_packed(4, 1), _g(1)), {"src_dtype": 285,
                                                                          "dst_dtype": 15})),
         # float8 x (950) is tested in tests/ops/quant: opcheck cannot compare float8 inputs.
+        # hifloat8 x: uint8 codes, finite ones (no 0x80 NaN, no 0x6F / 0xEF inf).
+        Sample("hifloat8_x", lambda: ((_hif8_codes(3, 8), _g(8)), {
+            "offset": _g(8), "src_dtype": 290, "dst_dtype": torch.bfloat16})),
+        Sample("hifloat8_x_non_contiguous", lambda: ((_hif8_codes(8, 5).t(), _g(1)), {})),
         Sample("scalar_x", lambda: ((torch.tensor(5, dtype=torch.int8), _g(1)), {})),
         Sample("non_contiguous", lambda: ((i8(8, 6).t(), _g(8)), {})),
     ]
@@ -173,8 +185,9 @@ def _anti_quant_samples() -> None:
             "npu_anti_quant: expected offset the dtype of scale"),
         ErrorSample("scale_2d", lambda: ((i8(3, 4), _g(1, 4)), {}), ValueError,
                     "npu_anti_quant: expected scale a 1-D tensor"),
-        ErrorSample("hifloat8_x", lambda: ((torch.zeros(2, 4, dtype=torch.uint8), _g(4)), {}),
-                    NotImplementedError, "npu_anti_quant: expected x a format"),
+        ErrorSample("hifloat8_bf16_scale", lambda: ((torch.zeros(2, 4, dtype=torch.uint8),
+                                                     _g(4, dtype=torch.bfloat16)), {}),
+                    TypeError, "npu_anti_quant: expected scale dtype float32 when x is float8"),
     ]
 
 

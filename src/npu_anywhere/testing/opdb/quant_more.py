@@ -28,13 +28,20 @@ def _block_quant() -> None:
                                                           "col_block_size": 192})),
         Sample("min_scale", lambda: ((_g(4, 128),), {"min_scale": 50.0})),
         Sample("non_contiguous", lambda: ((_g(130, 3).t(),), {"col_block_size": 64})),
+        Sample("hifloat8", lambda: ((_g(2, 65, 70, dtype=_BF16),), {
+            "dst_type": 290, "round_mode": "round", "row_block_size": 64,
+            "col_block_size": 64})),
+        Sample("hifloat8_max_224", lambda: ((_g(3, 130, dtype=_F16),), {
+            "dst_type": 290, "round_mode": "round", "dst_type_max": 224.0})),
     ]
     e.errors += [
         ErrorSample("one_dim", lambda: ((_g(8),), {}), ValueError, f"{name}: expected x 2 or 3"),
         ErrorSample("float64", lambda: ((_g(2, 8, dtype=torch.float64),), {}), TypeError,
                     f"{name}: expected x dtype in"),
-        ErrorSample("hifloat8", lambda: ((_g(2, 8),), {"dst_type": 290}), NotImplementedError,
-                    f"{name}: expected dst_type a format npu_anywhere can emulate"),
+        ErrorSample("hifloat8_rint", lambda: ((_g(2, 8),), {"dst_type": 290}), ValueError,
+                    f"{name}: expected round_mode 'round' for hifloat8"),
+        ErrorSample("dst_type_max_int8", lambda: ((_g(2, 8),), {"dst_type_max": 15.0}),
+                    ValueError, f"{name}: expected dst_type_max 0 for int8"),
         ErrorSample("bad_dst", lambda: ((_g(2, 8),), {"dst_type": 3}), ValueError,
                     f"{name}: expected dst_type one of"),
         ErrorSample("round_int8", lambda: ((_g(2, 8),), {"round_mode": "round"}), ValueError,
@@ -60,6 +67,11 @@ def _quant_max() -> None:
         Sample("one_group", lambda: ((_g(4, 8), torch.tensor([3.0])),
                                      {"group_list": torch.tensor([4], dtype=torch.int32)})),
         Sample("non_contiguous", lambda: ((_g(8, 6).t(), torch.tensor([1.0])), {})),
+        Sample("hifloat8_round", lambda: ((_g(3, 17, dtype=_F16) * 1000, torch.tensor([0.5])),
+                                          {"dst_dtype": 290, "round_mode": "round"})),
+        Sample("hifloat8_hybrid_groups", lambda: (
+            (_g(6, 8, dtype=_BF16), torch.tensor([0.5, 4.0])),
+            {"dst_dtype": 290, "round_mode": "hybrid", "group_list": torch.tensor([2, 6])})),
     ]
     e.errors += [
         ErrorSample("scale_dtype", lambda: ((_g(2, 8), torch.tensor([1.0], dtype=_F16)), {}),
@@ -68,9 +80,9 @@ def _quant_max() -> None:
                     RuntimeError, f"{name}: expected scale shape"),
         ErrorSample("int8_dst", lambda: ((_g(2, 8), torch.tensor([1.0])), {"dst_dtype": 1}),
                     ValueError, f"{name}: expected dst_dtype one of"),
-        ErrorSample("hifloat8", lambda: ((_g(2, 8), torch.tensor([1.0])),
-                                         {"dst_dtype": 290, "round_mode": "round"}),
-                    NotImplementedError, f"{name}: expected dst_dtype a format"),
+        ErrorSample("hifloat8_rint", lambda: ((_g(2, 8), torch.tensor([1.0])),
+                                              {"dst_dtype": 290}),
+                    ValueError, f"{name}: expected round_mode 'round' or 'hybrid'"),
         ErrorSample("round_fp8", lambda: ((_g(2, 8), torch.tensor([1.0])),
                                           {"round_mode": "round"}),
                     ValueError, f"{name}: expected round_mode 'rint'"),
@@ -134,12 +146,38 @@ def _rotate_quant() -> None:
         Sample("round_axis1", lambda: (_rot(5, 136, 17), {"round_mode": "round", "axis": 1})),
         Sample("non_contiguous", lambda: ((_g(128, 3, dtype=_F16).t(), _g(16, 16, dtype=_F16)),
                                           {})),
+        # the Ascend 950's MX outputs
+        Sample("mxfp4", lambda: (_rot(3, 128, 32), {"dst_dtype": 296})),
+        Sample("mxfp4_1d_round", lambda: ((_g(64, dtype=_BF16), _g(32, 32, dtype=_BF16)),
+                                          {"dst_dtype": 296, "round_mode": "round"})),
+        Sample("mxfp4_alpha_floor_alg2", lambda: (_rot(2, 96, 32), {
+            "dst_dtype": 296, "alpha": torch.tensor([0.5]), "round_mode": "floor",
+            "scale_alg": 2, "dst_type_max": 9.0})),
+        Sample("mxfp8_e4m3fn_3d_rotation", lambda: (
+            (_g(2, 3, 256, dtype=_F16), _g(4, 64, 64, dtype=_F16)),
+            {"dst_dtype": torch.float8_e4m3fn, "axis": 2})),
+        Sample("mxfp8_e5m2_code_alg1", lambda: (_rot(4, 384, 128), {"dst_dtype": 291,
+                                                                     "scale_alg": 1})),
+        Sample("mxfp8_non_contiguous", lambda: (
+            (_g(128, 3, dtype=_F16).t(), _g(32, 32, dtype=_F16).t()), {"dst_dtype": 23})),
     ]
     e.errors += [
-        ErrorSample("mx_fp8", lambda: (_rot(2, 128, 32), {"dst_dtype": torch.float8_e4m3fn}),
-                    NotImplementedError, f"{name}: expected dst_dtype torch.int8"),
-        ErrorSample("fp4", lambda: (_rot(2, 128, 32), {"dst_dtype": 296}),
-                    NotImplementedError, f"{name}: expected dst_dtype torch.int8"),
+        ErrorSample("mx_k16", lambda: (_rot(2, 128, 16), {"dst_dtype": 296}), ValueError,
+                    f"{name}: expected rotation K in .32, 64, 128. for MX output"),
+        ErrorSample("mx_fp8_round", lambda: (_rot(2, 128, 32), {
+            "dst_dtype": torch.float8_e5m2, "round_mode": "round"}), ValueError,
+            f"{name}: expected round_mode 'rint' for float8 output"),
+        ErrorSample("mxfp4_scale_alg1", lambda: (_rot(2, 128, 32), {"dst_dtype": 296,
+                                                                     "scale_alg": 1}),
+                    ValueError, f"{name}: expected scale_alg one of .0, 2. for float4"),
+        ErrorSample("mx_dst_type_max", lambda: (_rot(2, 128, 32), {
+            "dst_dtype": torch.float8_e4m3fn, "dst_type_max": 6.0}), ValueError,
+            f"{name}: expected dst_type_max 0.0 unless scale_alg is 2"),
+        ErrorSample("mx_rotation_blocks", lambda: (
+            (_g(2, 128, dtype=_BF16), _g(3, 32, 32, dtype=_BF16)), {"dst_dtype": 296}),
+            RuntimeError, f"{name}: expected rotation N / K = 4 matrices"),
+        ErrorSample("fp4_e1m2", lambda: (_rot(2, 128, 32), {"dst_dtype": 297}),
+                    ValueError, f"{name}: expected dst_dtype one of"),
         ErrorSample("n_not_k", lambda: (_rot(2, 128, 48), {}), RuntimeError,
                     f"{name}: expected x a last dim in"),
         ErrorSample("k_small", lambda: (_rot(2, 128, 8), {}), ValueError,

@@ -86,6 +86,11 @@ def _dequant_swiglu_quant() -> None:
                              "quant_offset": _g(1), "round_mode": 2})),
         Sample("float8_e4m3fn", lambda: (
             (_g(3, 8, dtype=_BF16),), {"quant_mode": 1, "dst_type": 292})),
+        Sample("hifloat8_dynamic", lambda: (
+            (_g(3, 8, dtype=_BF16),), {"quant_mode": 1, "dst_type": 290, "round_mode": 1})),
+        Sample("hifloat8_static", lambda: (
+            (_ints(3, 8),), {"weight_scale": torch.rand(8), "quant_scale": _pos(1),
+                             "dst_type": 290, "round_mode": 1})),
     ]
     e.errors += [
         ErrorSample("odd_last", lambda: ((_ints(2, 7),), {}), ValueError,
@@ -98,8 +103,8 @@ def _dequant_swiglu_quant() -> None:
         ErrorSample("float_x_bias", lambda: ((_g(2, 8, dtype=_F16),),
                                              {"bias": torch.ones(8, dtype=_I32)}),
                     ValueError, "npu_dequant_swiglu_quant: expected bias None"),
-        ErrorSample("hifloat8", lambda: ((_ints(2, 8),), {"dst_type": 290}),
-                    NotImplementedError, "npu_dequant_swiglu_quant: expected dst_type a format"),
+        ErrorSample("hifloat8_rint", lambda: ((_ints(2, 8),), {"dst_type": 290}),
+                    ValueError, "npu_dequant_swiglu_quant: expected round_mode 1"),
         ErrorSample("clamp_limit", lambda: ((_ints(2, 8),), {"clamp_limit": -1.0}),
                     ValueError, "npu_dequant_swiglu_quant: expected clamp_limit"),
     ]
