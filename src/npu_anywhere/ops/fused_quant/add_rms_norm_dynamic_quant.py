@@ -195,7 +195,7 @@ def npu_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smooth_
     >>> y1.dtype, s1.shape, y2.shape
     (torch.int8, torch.Size([3, 4]), torch.Size([0]))
     """
-    return add_rms_norm_dynamic_quant_op.overload(
+    return add_rms_norm_dynamic_quant_op(
         x1, x2, gamma, smooth_scale1=smooth_scale1, smooth_scale2=smooth_scale2, beta=beta,
         epsilon=epsilon, output_mask=output_mask, y_dtype=y_dtype)
 

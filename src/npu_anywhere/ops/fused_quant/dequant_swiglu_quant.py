@@ -363,7 +363,7 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
     >>> y.shape, y.dtype, scale.shape
     (torch.Size([8, 32]), torch.int8, torch.Size([8]))
     """
-    return dequant_swiglu_quant_op.overload(
+    return dequant_swiglu_quant_op(
         x, weight_scale=weight_scale, activation_scale=activation_scale, bias=bias,
         quant_scale=quant_scale, quant_offset=quant_offset, group_index=group_index,
         activate_left=activate_left, quant_mode=quant_mode, dst_type=dst_type,

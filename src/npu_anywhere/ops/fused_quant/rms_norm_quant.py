@@ -184,7 +184,7 @@ def npu_rms_norm_quant(x, gamma, beta, scale, offset, epsilon=1e-06, *, dst_dtyp
     >>> npu_anywhere.npu_rms_norm_quant(x, gamma, beta, scale, offset, 1e-6).dtype
     torch.int8
     """
-    return rms_norm_quant_op.overload(x, gamma, beta, scale, offset, epsilon,
+    return rms_norm_quant_op(x, gamma, beta, scale, offset, epsilon,
                                       dst_dtype=dst_dtype)
 
 

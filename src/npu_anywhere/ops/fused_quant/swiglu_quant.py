@@ -242,7 +242,7 @@ def npu_swiglu_quant(x, *, smooth_scales=None, offsets=None, group_index=None,
     >>> y.shape, y.dtype, scale.shape
     (torch.Size([8, 16]), torch.int8, torch.Size([8]))
     """
-    return swiglu_quant_op.overload(x, smooth_scales=smooth_scales, offsets=offsets,
+    return swiglu_quant_op(x, smooth_scales=smooth_scales, offsets=offsets,
                                     group_index=group_index, activate_left=activate_left,
                                     quant_mode=quant_mode, group_list_type=group_list_type,
                                     dst_type=dst_type)

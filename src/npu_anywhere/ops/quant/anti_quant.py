@@ -166,7 +166,7 @@ def npu_anti_quant(x, scale, *, offset=None, dst_dtype=None, src_dtype=None):
     >>> npu_anywhere.npu_anti_quant(x, torch.tensor([2.0]), offset=torch.tensor([2.0]))
     tensor([ 6.,  8., 10., 12.], dtype=torch.float16)
     """
-    return anti_quant_op.overload(x, scale, offset=offset, dst_dtype=dst_dtype,
+    return anti_quant_op(x, scale, offset=offset, dst_dtype=dst_dtype,
                                   src_dtype=src_dtype)
 
 

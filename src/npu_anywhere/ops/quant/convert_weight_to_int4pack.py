@@ -113,7 +113,7 @@ def npu_convert_weight_to_int4pack(weight, inner_k_tiles=0):
     >>> hex(npu_anywhere.npu_convert_weight_to_int4pack(w).item() & 0xFFFFFFFF)
     '0x87654321'
     """
-    return convert_weight_to_int4pack_op.overload(weight, inner_k_tiles)
+    return convert_weight_to_int4pack_op(weight, inner_k_tiles)
 
 
 TORCH_NPU_FUNCTIONS = {"npu_convert_weight_to_int4pack": npu_convert_weight_to_int4pack}

@@ -125,7 +125,7 @@ def npu_dynamic_quant(x=None, *, smooth_scales=None, group_index=None, dst_type=
     """
     if kwargs:
         x = accept_alias(OP, "x", x, "input", kwargs)
-    return dynamic_quant_op.overload(x, smooth_scales=smooth_scales, group_index=group_index,
+    return dynamic_quant_op(x, smooth_scales=smooth_scales, group_index=group_index,
                                      dst_type=dst_type, quant_mode=quant_mode,
                                      dst_type_max=dst_type_max)
 

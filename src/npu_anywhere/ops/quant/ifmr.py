@@ -172,7 +172,7 @@ def npu_ifmr(data, data_min, data_max, cumsum, min_percentile, max_percentile, s
     >>> scale, offset = npu_anywhere.npu_ifmr(data, data.min().reshape(1),
     ...     data.max().reshape(1), cumsum, 1.0, 1.0, 0.7, 1.3, 0.01, False)
     """
-    return ifmr_op.overload(data, data_min, data_max, cumsum, min_percentile, max_percentile,
+    return ifmr_op(data, data_min, data_max, cumsum, min_percentile, max_percentile,
                             search_start, search_end, search_step, with_offset)
 
 

@@ -165,7 +165,7 @@ def npu_kronecker_quant(x, kronecker_p1, kronecker_p2, clip_ratio=None, dst_dtyp
     >>> hex(out.item() & 0xFFFFFFFF), scale
     ('0x77777777', tensor([0.1429]))
     """
-    return kronecker_quant_op.overload(x, kronecker_p1, kronecker_p2, clip_ratio, dst_dtype,
+    return kronecker_quant_op(x, kronecker_p1, kronecker_p2, clip_ratio, dst_dtype,
                                        dst_type_max)
 
 

@@ -279,7 +279,7 @@ def npu_quantize(input=None, scales=None, zero_points=None, dtype=None, axis=1, 
     """
     if kwargs:
         input = accept_alias(OP, "input", input, "self", kwargs)
-    return quantize_op.overload(input, scales, zero_points, dtype, axis, div_mode)
+    return quantize_op(input, scales, zero_points, dtype, axis, div_mode)
 
 
 def _key(self, scales, zero_points, dtype, axis=1, div_mode=True):

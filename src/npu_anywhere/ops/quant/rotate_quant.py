@@ -340,7 +340,7 @@ def npu_rotate_quant(x, rotation, *, alpha=None, dst_dtype=None, axis=-1, round_
     >>> y.dtype, y.shape, scale.dtype, scale.shape
     (torch.uint8, torch.Size([4, 64]), torch.float8_e8m0fnu, torch.Size([4, 2, 2]))
     """
-    return rotate_quant_op.overload(x, rotation, alpha=alpha, dst_dtype=dst_dtype, axis=axis,
+    return rotate_quant_op(x, rotation, alpha=alpha, dst_dtype=dst_dtype, axis=axis,
                                     round_mode=round_mode, scale_alg=scale_alg,
                                     dst_type_max=dst_type_max, transpose_y=transpose_y)
 

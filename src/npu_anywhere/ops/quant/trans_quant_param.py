@@ -145,7 +145,7 @@ def npu_trans_quant_param(scale, offset=None, round_mode=0):
     >>> npu_anywhere.npu_trans_quant_param(torch.tensor([1.0]))    # 0x3F800000 | 1 << 46
     tensor([70369809530880])
     """
-    return trans_quant_param_op.overload(scale, offset, round_mode)
+    return trans_quant_param_op(scale, offset, round_mode)
 
 
 TORCH_NPU_FUNCTIONS = {"npu_trans_quant_param": npu_trans_quant_param}
