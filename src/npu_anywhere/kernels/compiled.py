@@ -113,9 +113,10 @@ class CompiledProvider:
     def run(self, *args: Any, **kwargs: Any) -> Any:
         return self.run_as(self._key(*args, **kwargs), *args, **kwargs)
 
-    def run_as(self, key: Hashable, *args: Any, **kwargs: Any) -> Any:
+    def run_as(self, key: Hashable, /, *args: Any, **kwargs: Any) -> Any:
         """``run`` for callers that pass ``fn`` other arguments than the op's (views of
-        them, say) and so compute the specialization key from the op's arguments themselves."""
+        them, say) and so compute the specialization key from the op's arguments themselves.
+        (``key`` is positional-only: ops have arguments named ``key``.)"""
         compiled = self._compiled.get(key)
         if compiled is None:
             tag = "_".join(str(k).replace("torch.", "") for k in
