@@ -20,7 +20,8 @@ import torch
 import npu_anywhere as na
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quant"))
-from quant_goldens import assert_hifloat8_near, hifloat8_golden  # noqa: E402
+from quant_goldens import (assert_hifloat8_near, float8_golden, hifloat8_golden,  # noqa: E402
+                           same_bits)
 
 F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 
@@ -155,13 +156,20 @@ def test_strict_950_single_rounding():
 @pytest.mark.parametrize("code,dtype,top", [(292, torch.float8_e4m3fn, 448.0),
                                             (291, torch.float8_e5m2, 57344.0)])
 def test_float8_outputs_saturate(code, dtype, top):
-    gamma = torch.tensor([1.0, 3.0, 1000.0, -1e5])
-    x1 = torch.ones(1, 4)
-    y1, y2, _ = na.npu_add_rms_norm_quant(x1, torch.zeros_like(x1), gamma, torch.ones(4), None,
+    # Row 0: ones with eps 0 (rms 1), so y = gamma exactly; row 1 holds a NaN, which makes the
+    # whole row NaN.  castTraitFp322Fp8 is SatMode::SAT: overflow -> +-top, NaN -> +0.
+    nan = float("nan")
+    gamma = torch.tensor([1.0, 3.0, 1000.0, -1e5, nan, -nan])
+    x1 = torch.ones(2, 6)
+    x1[1, 2] = nan
+    y1, y2, x = na.npu_add_rms_norm_quant(x1, torch.zeros_like(x1), gamma, torch.ones(6), None,
                                           epsilon=0.0, dst_type=code)
     assert y1.dtype == dtype
-    want = gamma.double().clamp(-top, top).to(dtype).unsqueeze(0)
-    assert torch.equal(y1.float(), want.float())
+    want = torch.stack([gamma, torch.full((6,), nan)])
+    assert same_bits(y1, float8_golden(want, dtype))
+    assert y1.float()[0, :4].tolist() == [1.0, 3.0, 1024.0 if top > 1024 else top, -top]
+    assert y1.float()[:, 4:].eq(0).all() and y1.float()[1].eq(0).all()
+    assert not y1.float().signbit()[1].any() and x[1, 2].isnan()
 
 
 @pytest.mark.parametrize("div_mode", [True, False])

@@ -12,6 +12,7 @@ float64; power-of-two scales).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -21,7 +22,8 @@ import torch
 import npu_anywhere as na
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quant"))
-from quant_goldens import assert_hifloat8_near, hifloat8_golden  # noqa: E402
+from quant_goldens import (assert_hifloat8_near, float8_golden, hifloat8_golden,  # noqa: E402
+                           same_bits)
 
 F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 I32, I64 = torch.int32, torch.int64
@@ -135,11 +137,15 @@ def test_float_x_matches_golden(dtype, mode):
 
 def test_dynamic_exact_ties_and_scale():
     # activate_left=False: act = A * swish(B); B = 1024 -> act = 1024 * A; quant_scale 1/1024.
-    a = torch.tensor([127.0, 63.5, 62.5, -0.5, 1.5, 2.5, -2.5, 0.0])
-    x = torch.cat([a, torch.full((8,), 1024.0)])[None].to(BF16)
+    # max|t| = 127 and 254: DTYPE_MAX / max = 1 and 0.5 exactly, so the golden's multiply,
+    # the A2/A3 kernel's multiply by 1 / scale and the 950 kernel's division by the scale all
+    # land exactly on the .5 ties, which round half to even.
+    a = torch.tensor([[127.0, 63.5, 62.5, -0.5, 1.5, 2.5, -2.5, 0.0],
+                      [254.0, 5.0, -5.0, 7.0, 3.0, -1.0, 1.0, 0.0]])
+    x = torch.cat([a, torch.full((2, 8), 1024.0)], dim=1).to(BF16)
     y, scale = OPF(x, quant_scale=torch.full((1, 8), 1 / 1024), quant_mode=1)
-    assert y.tolist() == [[127, 64, 62, 0, 2, 2, -2, 0]]
-    assert scale.item() == 1.0                                   # max / 127
+    assert y.tolist() == [[127, 64, 62, 0, 2, 2, -2, 0], [127, 2, -2, 4, 2, 0, 0, 0]]
+    assert scale.tolist() == [1.0, 2.0]                          # max / 127
 
 
 def test_static_int32_ties_saturation_and_int32_bias_order():
@@ -155,16 +161,23 @@ def test_static_int32_ties_saturation_and_int32_bias_order():
     assert scale.tolist() == [0.0]
 
 
-def test_round_modes_int8():
+@pytest.mark.parametrize("product", [None, "950"])
+def test_round_mode_is_rint_only_for_int8_and_float8(product):
+    # aclnnDequantSwigluQuantV2.md / the 950 tiling: int8 and float8 output take "rint" only
+    # (None means rint); the kernel's int8 cast is CAST_RINT whatever round_mode says.
     a = torch.tensor([2.5, -2.5, 1.5, -1.5, 0.25, -0.75, 3.0, 0.0])
     x = torch.cat([a, torch.full((8,), 1024.0)])[None]
     kw = dict(quant_scale=torch.full((1,), 1024.0), quant_offset=torch.zeros(1))
-    want = {0: [2, -2, 2, -2, 0, -1, 3, 0], 1: [3, -3, 2, -2, 0, -1, 3, 0],
-            2: [2, -3, 1, -2, 0, -1, 3, 0], 3: [3, -2, 2, -1, 1, 0, 3, 0],
-            4: [2, -2, 1, -1, 0, 0, 3, 0]}
-    for mode, w in want.items():
-        y, _ = OPF(x, round_mode=mode, **kw)
-        assert y.tolist() == [w], mode
+    ctx = na.strict(product) if product else contextlib.nullcontext()
+    with ctx:
+        for mode in (None, 0):
+            y, _ = OPF(x.to(BF16) if product else x, round_mode=mode, **kw)
+            assert y.tolist() == [[2, -2, 2, -2, 0, -1, 3, 0]], mode      # half to even
+        for dst in (None, 291, 292):
+            for mode in (1, 2, 3, 4):
+                with pytest.raises(ValueError, match=r"expected round_mode None or 0 \(rint\) "
+                                   "for int8 and float8 output, but got " + str(mode)):
+                    OPF(x, round_mode=mode, dst_type=dst, **kw)
 
 
 def test_float8_output():
@@ -174,6 +187,29 @@ def test_float8_output():
                dst_type=292)
     assert y.dtype == torch.float8_e4m3fn
     assert y.float().tolist() == [[1.0, -2.0, 448.0, -448.0]]
+
+
+@pytest.mark.parametrize("dst,fp8", [(291, torch.float8_e5m2), (292, torch.float8_e4m3fn)])
+def test_float8_nan_gives_positive_zero(dst, fp8):
+    # The 950 kernel's float8 cast (CAST_FP32_TO_FP8) is SatMode::SAT: NaN -> +0.
+    # Static: act = 1024 * A (B = 1024), / 1024 -> t = A exactly.
+    nan = float("nan")
+    top = 448.0 if fp8 == torch.float8_e4m3fn else 57344.0
+    a = torch.tensor([1.0, nan, -nan, 1e6, -3.0, 0.0])
+    x = torch.cat([a, torch.full((6,), 1024.0)])[None]
+    y, scale = OPF(x, quant_scale=torch.full((1,), 1024.0), quant_offset=torch.zeros(1),
+                   dst_type=dst)
+    assert same_bits(y, float8_golden(a[None], fp8))
+    assert y.float().tolist() == [[1.0, 0.0, 0.0, top, -3.0, 0.0]]
+    assert not y.float()[0, 1:3].signbit().any() and scale.tolist() == [0.0]
+    # Dynamic: a NaN row (scale NaN, y all +0), an all-zero row (0 / 0 -> +0) and a plain row
+    # t = A (quant_scale 1/1024): y = t * (DTYPE_MAX / max|t|), scale = max|t| / DTYPE_MAX.
+    rows = torch.tensor([[2.0, nan, -1.0, 4.0], [0.0, 0.0, 0.0, 0.0], [4.0, -2.0, 1.0, 0.5]])
+    x = torch.cat([rows, torch.full((3, 4), 1024.0)], dim=1)
+    y, scale = OPF(x, quant_scale=torch.full((1, 4), 1 / 1024), quant_mode=1, dst_type=dst)
+    assert y[:2].float().eq(0).all() and not y[:2].float().signbit().any()
+    assert y[2].float().tolist() == [top, -top / 2, top / 4, top / 8]
+    assert scale[0].isnan() and scale[1] == 0 and scale[2] == 4.0 / top
 
 
 def test_hifloat8_output_static_exact():
@@ -273,6 +309,8 @@ def test_no_autograd():
     (dict(dst_type=3), ValueError, "expected dst_type one of"),
     (dict(dst_type=290), ValueError, r"expected round_mode 1 \(round\) for hifloat8"),
     (dict(dst_type=290, round_mode=0), ValueError, "expected round_mode 1"),
+    (dict(round_mode=1), ValueError, r"expected round_mode None or 0 \(rint\) for int8"),
+    (dict(dst_type=291, round_mode=4), ValueError, "expected round_mode None or 0"),
     (dict(dst_type=296), NotImplementedError, "expected dst_type a format"),
     (dict(activate_dim=0), NotImplementedError, "expected activate_dim the last dim"),
     (dict(activate_dim=2), ValueError, "expected activate_dim in"),

@@ -19,7 +19,8 @@ import torch
 import npu_anywhere as na
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quant"))
-from quant_goldens import assert_hifloat8_near, hifloat8_golden  # noqa: E402
+from quant_goldens import (assert_hifloat8_near, float8_golden, hifloat8_golden,  # noqa: E402
+                           same_bits)
 
 F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 I8 = torch.int8
@@ -105,13 +106,20 @@ def test_int4_needs_last_dim_divisible_by_8():
 @pytest.mark.parametrize("code,dtype,top", [(292, torch.float8_e4m3fn, 448.0),
                                             (torch.float8_e5m2, torch.float8_e5m2, 57344.0)])
 def test_float8_divides_and_saturates(code, dtype, top):
-    x = torch.ones(1, 4)
-    gamma = torch.tensor([1.0, 3.0, 1000.0, -1e5])
-    y = na.npu_rms_norm_quant(x, gamma, torch.zeros(4), torch.tensor([0.5]), torch.tensor([1.0]),
+    # Row 0: ones with eps 0, so quant_in = gamma exactly (and / 0.5 + 1 is exact); row 1
+    # holds a NaN, which makes the whole row NaN.  SatMode::SAT: overflow -> +-top, NaN -> +0.
+    nan = float("nan")
+    x = torch.ones(2, 6)
+    x[1, 0] = -nan
+    gamma = torch.tensor([1.0, 3.0, 1000.0, -1e5, nan, -nan])
+    y = na.npu_rms_norm_quant(x, gamma, torch.zeros(6), torch.tensor([0.5]), torch.tensor([1.0]),
                               0.0, dst_dtype=code)
     assert y.dtype == dtype
-    want = (gamma.double() / 0.5 + 1).clamp(-top, top).to(dtype).unsqueeze(0)
-    assert torch.equal(y.float(), want.float())
+    want = torch.stack([gamma / 0.5 + 1, torch.full((6,), nan)])
+    assert same_bits(y, float8_golden(want, dtype))
+    assert y.float()[0, :4].tolist() == [3.0, 7.0, 2048.0 if top > 2048 else top, -top]
+    assert y.float()[:, 4:].eq(0).all() and y.float()[1].eq(0).all()
+    assert not y.float().signbit()[1].any()
 
 
 @pytest.mark.parametrize("dtype", [F16, BF16, F32])

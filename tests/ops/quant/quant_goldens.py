@@ -25,6 +25,24 @@ def hifloat8_golden(values: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(a.astype(en_dtypes.hifloat8).view(np.uint8).copy())
 
 
+def float8_golden(values: torch.Tensor, dst: torch.dtype) -> torch.Tensor:
+    """The CANN goldens' float8 output (hicann/ops-nn ``quant/quant_max/tests/assets/golden.py``,
+    ``quant/dynamic_block_quant/tests/assets/golden.py``): float32 values clipped to the
+    format's largest finite value, NaN (of either sign) -> +0 ("NPU will cast NaN ... to
+    positive ZERO", the kernels' ``SatMode::SAT``), then the round-half-even float8 cast."""
+    top = DTYPE_MAX["float8_e4m3fn" if dst == torch.float8_e4m3fn else "float8_e5m2"]
+    a = values.detach().to(torch.float32).contiguous().numpy().copy()
+    np.clip(a, -top, top, out=a)
+    a = np.nan_to_num(a, nan=0.0)
+    return torch.from_numpy(a).to(dst)
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal dtype, shape and bytes (a float8 +0 is not a -0, NaN equals the same NaN)."""
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(
+        a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
 def hifloat8_values(codes: torch.Tensor) -> torch.Tensor:
     """float64 values of hifloat8 codes, decoded by ``en_dtypes``."""
     import en_dtypes

@@ -2,7 +2,8 @@
 
 Expected values are written by hand (ties, saturation, bit layouts) from the rules the core
 documents: CAST_RINT / CAST_ROUND rounding, saturating integer casts with NaN -> 0, saturating
-round-half-even float8 casts, int4 element 8k+j in bits 4j..4j+3 of an int32.
+round-half-even float8 casts with NaN -> +0 (SatMode::SAT), int4 element 8k+j in bits 4j..4j+3
+of an int32.
 """
 
 from __future__ import annotations
@@ -92,30 +93,50 @@ def test_uint8_int32_int4_ranges():
 
 def test_float8_e4m3fn_saturates_and_rounds_half_to_even():
     fmt = core.FORMATS["float8_e4m3fn"]
-    y = _t([500.0, 1e30, INF, -INF, -449.0, 1.0625, 1.1875, 3 * 2.0 ** -10, NAN])
+    y = _t([500.0, 1e30, INF, -INF, -449.0, 1.0625, 1.1875, 3 * 2.0 ** -10, NAN, -NAN])
     out = core.cast_to(y, fmt)
     assert out.dtype == torch.float8_e4m3fn
-    got = out.float().tolist()
+    got = out.float()
     # 1.0625 is halfway between 1.0 (even) and 1.125; 1.1875 between 1.125 and 1.25 (even);
-    # 3 * 2**-10 is halfway between the subnormals 2**-9 and 2 * 2**-9 (even).
-    assert got[:8] == [448.0, 448.0, 448.0, -448.0, -448.0, 1.0, 1.25, 2 * 2.0 ** -9]
-    assert math.isnan(got[8])
+    # 3 * 2**-10 is halfway between the subnormals 2**-9 and 2 * 2**-9 (even); NaN of either
+    # sign -> +0 (saturation mode).
+    assert got.tolist() == [448.0, 448.0, 448.0, -448.0, -448.0, 1.0, 1.25, 2 * 2.0 ** -9,
+                            0.0, 0.0]
+    assert not got[8:].signbit().any()
 
 
 def test_float8_e5m2_saturates():
-    out = core.cast_to(_t([60000.0, 1e9, -INF, 57344.0, 1.125, NAN]), core.FORMATS["float8_e5m2"])
-    got = out.float().tolist()
-    assert got[:5] == [57344.0, 57344.0, -57344.0, 57344.0, 1.0]   # 1.125: tie -> 1.0 (even)
-    assert math.isnan(got[5])
+    y = _t([60000.0, 1e9, -INF, 57344.0, 1.125, NAN, -NAN])
+    out = core.cast_to(y, core.FORMATS["float8_e5m2"])
+    got = out.float()
+    # 1.125: tie -> 1.0 (even); NaN -> +0
+    assert got.tolist() == [57344.0, 57344.0, -57344.0, 57344.0, 1.0, 0.0, 0.0]
+    assert not got[5:].signbit().any()
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2"])
+def test_float8_nan_to_zero_on_every_path(name):
+    """cast_float8, cast_to and cast_to(inplace=True) agree; the caller's tensor is untouched
+    unless it is handed over; NaN payloads of both signs all give +0."""
+    fmt = core.FORMATS[name]
+    bits = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFFFFFFFF, 0x3F800000], np.uint32)
+    y = torch.from_numpy(bits.view(np.float32).copy())
+    keep = y.clone()
+    want = [0.0, 0.0, 0.0, 0.0, 1.0]
+    assert core.cast_float8(y, fmt).float().tolist() == want
+    assert core.cast_to(y, fmt).float().tolist() == want
+    assert torch.equal(y.view(torch.int32), keep.view(torch.int32))
+    assert core.cast_to(y.clone(), fmt, inplace=True).float().tolist() == want
+    assert not core.cast_to(y, fmt).float().signbit().any()
 
 
 def test_float8_without_saturation_overflows_like_ieee():
-    e4 = core.cast_float8(_t([464.0, 465.0, -1e6, INF]), core.FORMATS["float8_e4m3fn"],
+    e4 = core.cast_float8(_t([464.0, 465.0, -1e6, INF, NAN]), core.FORMATS["float8_e4m3fn"],
                           saturate=False).float()
     assert e4[0] == 448.0 and all(math.isnan(v) for v in e4[1:].tolist())
-    e5 = core.cast_float8(_t([61439.0, 61440.0, -1e6]), core.FORMATS["float8_e5m2"],
+    e5 = core.cast_float8(_t([61439.0, 61440.0, -1e6, NAN]), core.FORMATS["float8_e5m2"],
                           saturate=False).float()
-    assert e5.tolist() == [57344.0, INF, -INF]
+    assert e5[:3].tolist() == [57344.0, INF, -INF] and math.isnan(e5[3])   # NaN stays NaN
 
 
 def test_hifloat8_cast_saturates_and_decodes():

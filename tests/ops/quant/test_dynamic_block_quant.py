@@ -23,7 +23,8 @@ import npu_anywhere as na
 from npu_anywhere import targets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quant_goldens import half_even, hifloat8_golden, rand  # noqa: E402
+from quant_goldens import (  # noqa: E402
+    float8_golden, half_even, hifloat8_golden, rand, same_bits)
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 MAXES = {torch.int8: 127.0, torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
@@ -172,6 +173,31 @@ def test_zero_nan_inf_blocks():
     assert scale[1, 1].item() == 0.0
     assert math.isinf(scale[2, 0]) and y[2, :64].eq(0).all()            # x / inf, inf / inf
     assert y[2, 70:].eq(127).all()
+
+
+@pytest.mark.parametrize("dst", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_float8_zero_nan_inf_blocks(dst):
+    # The kernel's block max compares |x| bit patterns (NaN > inf > finite), so a NaN block
+    # has scale NaN and an inf block scale inf; the float8 cast is SatMode::SAT, so every NaN
+    # quotient (0 / 0, NaN / s, inf / inf, x / NaN) becomes +0 (the CANN golden's
+    # nan_to_num), never a float8 NaN.
+    x = torch.zeros(4, 128, dtype=torch.bfloat16)
+    x[1, :64] = torch.linspace(-3, 3, 64, dtype=torch.bfloat16)
+    x[1, 5] = float("nan")
+    x[1, 64:] = torch.linspace(-2, 5, 64, dtype=torch.bfloat16)
+    x[1, 70] = -float("nan")
+    x[2, 3] = float("inf")
+    x[2, 70:] = 1.0
+    x[3] = torch.linspace(-7, 7, 128, dtype=torch.bfloat16)
+    y, scale = na.npu_dynamic_block_quant(x, dst_type=dst, col_block_size=64)
+    _, full, grid = blocks_golden(x, 1, 64, MAXES[dst])
+    assert torch.equal(scale.isnan(), grid.isnan())
+    assert torch.equal(scale.nan_to_num(), grid.to(torch.float32).nan_to_num())
+    want = float8_golden(x.to(torch.float32) / full.to(torch.float32), dst)
+    assert same_bits(y, want)
+    assert not y.float().isnan().any() and not y.float().signbit()[:3].any()
+    assert y[:3, :64].float().eq(0).all() and y[1].float().eq(0).all()
+    assert y[2, 70:].float().eq(MAXES[dst]).all()
 
 
 def test_non_contiguous_and_inputs_unchanged():

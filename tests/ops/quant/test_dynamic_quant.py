@@ -20,8 +20,8 @@ import torch
 import npu_anywhere as na
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quant_goldens import (assert_quantized, hifloat8_golden, rand,  # noqa: E402
-                           smooth_rows_golden, unpack_int4_bytes)
+from quant_goldens import (assert_quantized, float8_golden, hifloat8_golden,  # noqa: E402
+                           rand, same_bits, smooth_rows_golden, unpack_int4_bytes)
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 
@@ -222,6 +222,26 @@ def test_zero_inf_nan_rows():
     assert y[3].tolist() == [127, -127, 64, 32]     # 63.5 -> 64 (even), 31.75 -> 32
     assert scale[0].item() == 0.0 and scale[1].item() == float("inf")
     assert torch.isnan(scale[2])
+
+
+@pytest.mark.parametrize("dst", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_float8_zero_inf_nan_rows(dst):
+    # The 950 kernels (float8 output): scale = amax * float32(1 / DTYPE_MAX), y = v / scale,
+    # cast with castTraitF32tofp8 (SatMode::SAT), which turns every NaN quotient into +0:
+    # the zero row (0 / 0), the inf row's inf element (inf / inf), the NaN row (all / NaN).
+    top = 448.0 if dst == torch.float8_e4m3fn else 57344.0
+    x = torch.tensor([[0.0, 0.0, 0.0, 0.0], [float("inf"), 1.0, -2.0, 0.0],
+                      [float("nan"), 1.0, 2.0, 3.0], [-float("nan"), 0.5, 1.0, 0.0],
+                      [1.0, -1.0, 0.5, 0.25]], dtype=torch.bfloat16)
+    y, scale = na.npu_dynamic_quant(x, dst_type=dst)
+    v = x.to(torch.float32)
+    want_scale = v.abs().amax(dim=-1, keepdim=True) * torch.tensor(1.0 / top, dtype=torch.float32)
+    assert same_bits(y, float8_golden(v / want_scale, dst))
+    assert y[0].float().tolist() == [0.0] * 4 and y[2:4].float().eq(0).all()
+    assert y[1].float().tolist() == [0.0, 0.0, -0.0, 0.0]          # x / inf; inf / inf -> 0
+    assert y[4].float().tolist() == [top, -top, top / 2, top / 4]
+    assert not y[2:4].float().signbit().any()
+    assert scale[0] == 0 and scale[1] == float("inf") and scale[2:4].isnan().all()
 
 
 # -- layouts, inputs, aliases --------------------------------------------------------------------

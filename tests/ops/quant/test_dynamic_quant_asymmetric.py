@@ -22,8 +22,8 @@ import torch
 import npu_anywhere as na
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quant_goldens import (assert_quantized, hifloat8_golden, rand,  # noqa: E402
-                           smooth_rows_golden, unpack_int4_bytes)
+from quant_goldens import (assert_quantized, float8_golden, hifloat8_golden,  # noqa: E402
+                           rand, same_bits, smooth_rows_golden, unpack_int4_bytes)
 
 RANGES = {"int8": (127.0, -128.0), "int4": (7.0, -8.0)}
 
@@ -172,6 +172,27 @@ def test_hifloat8_kernel_order(dst_type_max):
     assert y.dtype == torch.uint8
     assert torch.equal(y, hifloat8_golden(v / s + off))
     assert torch.equal(scale, s.squeeze(-1)) and torch.equal(offset, off.squeeze(-1))
+
+
+@pytest.mark.parametrize("dst", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_float8_constant_and_nan_rows(dst):
+    # 950 order for float8: scale = (mx - mn) * float32(1 / (2 * DTYPE_MAX)), offset =
+    # DTYPE_MAX - mx / scale, y = cast(v / scale + offset), SatMode::SAT.  A constant row has
+    # scale 0: v / 0 + offset is inf + (-inf) or 0 / 0 + NaN, i.e. NaN, which the saturating
+    # float8 cast turns into +0 (no floor on the scale on this path); a NaN row is NaN
+    # throughout, so +0 as well.
+    top = 448.0 if dst == torch.float8_e4m3fn else 57344.0
+    x = torch.tensor([[2.0, 2.0, 2.0, 2.0], [0.0, 0.0, 0.0, 0.0], [float("nan"), 1.0, 2.0, 3.0],
+                      [-1.0, 0.0, 1.0, 3.0]], dtype=torch.float16)
+    y, scale, offset = na.npu_dynamic_quant_asymmetric(x, dst_type=dst)
+    v = x.float()
+    mx, mn = v.amax(-1, keepdim=True), v.amin(-1, keepdim=True)
+    s = (mx - mn) * torch.tensor(1.0 / (2 * top), dtype=torch.float32)
+    off = top - mx / s
+    assert same_bits(y, float8_golden(v / s + off, dst))
+    assert y[:3].float().eq(0).all() and not y[:3].float().signbit().any()
+    assert y[3, 0].float() == -top and y[3, 3].float() == top       # the row's min and max
+    assert scale[:2].tolist() == [0.0, 0.0] and scale[2].isnan()
 
 
 def test_inputs_untouched_and_errors():

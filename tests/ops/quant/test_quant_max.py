@@ -1,6 +1,6 @@
 """Tests for npu_quant_max against the seed-004 formula::
 
-    y    = cast(x * scale, dst_dtype)       # float8, round half to even, saturating
+    y    = cast(x * scale, dst_dtype)       # float8, round half to even, saturating, NaN -> +0
     amax = max(|x|)
 
 (the 950 kernel multiplies, hicann/ops-nn quant/quant_max/op_kernel/arch35/
@@ -20,7 +20,7 @@ import npu_anywhere as na
 from npu_anywhere import targets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quant_goldens import hifloat8_golden, rand  # noqa: E402
+from quant_goldens import float8_golden, hifloat8_golden, rand, same_bits  # noqa: E402
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 FP8 = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
@@ -28,14 +28,10 @@ FP8 = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
 
 def golden(x, scale, dst):
     """float64 product (exact for these inputs), rounded once to float32 as the kernel's
-    multiply does, saturated, then round-half-even to float8."""
+    multiply does, saturated (NaN -> +0), then round-half-even to float8."""
     prod = (x.to(torch.float64) * scale.to(torch.float64)).to(torch.float32)
-    m = FP8[dst]
-    return prod.clamp(-m, m).to(dst), x.to(torch.float64).abs().max()
+    return float8_golden(prod, dst), x.to(torch.float64).abs().max()
 
-
-def same_bits(a, b):
-    return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
 
 
 @pytest.mark.parametrize("dst", [torch.float8_e5m2, torch.float8_e4m3fn])
@@ -72,13 +68,29 @@ def test_ties_round_half_even():
 
 
 def test_saturation_nan_inf():
-    x = torch.tensor([1000.0, -1e6, float("inf"), float("-inf"), float("nan"), 2.0])
+    nan = float("nan")
+    x = torch.tensor([1000.0, -1e6, float("inf"), float("-inf"), nan, -nan, 2.0])
     y, amax = na.npu_quant_max(x, torch.tensor([1.0]), dst_dtype=torch.float8_e4m3fn)
-    v = y.float()
-    assert v[:4].tolist() == [448.0, -448.0, 448.0, -448.0]
-    assert math.isnan(v[4]) and v[5] == 2.0
+    # SatMode::SAT: overflow -> +-448, NaN of either sign -> +0 (the CANN golden's nan_to_num)
+    assert y.float().tolist() == [448.0, -448.0, 448.0, -448.0, 0.0, 0.0, 2.0]
+    assert not y.float()[4:6].signbit().any()
     y5, _ = na.npu_quant_max(x, torch.tensor([1.0]), dst_dtype=torch.float8_e5m2)
-    assert y5.float()[:4].tolist() == [1024.0, -57344.0, 57344.0, -57344.0]  # 1000 fits
+    assert y5.float().tolist() == [1024.0, -57344.0, 57344.0, -57344.0, 0.0, 0.0, 2.0]
+    assert math.isnan(amax.item())
+
+
+@pytest.mark.parametrize("dst", [torch.float8_e5m2, torch.float8_e4m3fn])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_nan_inputs_match_cann_golden(dst, dtype):
+    x = rand((5, 19), dtype, seed=7, scale=300.0)
+    x[1, 3] = float("nan")
+    x[4, 0] = -float("nan")
+    x[2, 7] = float("inf")
+    scale = torch.tensor([9.5], dtype=torch.float32)
+    y, amax = na.npu_quant_max(x, scale, dst_dtype=dst)
+    prod = (x.to(torch.float64) * scale.to(torch.float64)).to(torch.float32)
+    assert same_bits(y, float8_golden(prod, dst))
+    assert y.float()[1, 3] == 0 and y.float()[4, 0] == 0 and y.float()[2, 7] == FP8[dst]
     assert math.isnan(amax.item())
 
 

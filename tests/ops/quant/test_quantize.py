@@ -4,11 +4,14 @@
     div_mode=False:  result = (input * scales) + zero_points
 
 rounded half to even and saturated to the output range (CANN goldens quant/quantize and
-quant/ascend_quant_v2 tests/assets/golden.py: np.round then clip).
+quant/ascend_quant_v2 tests/assets/golden.py: np.round then clip) on every product: the 950's
+AscendQuantV3 "round" is CAST_RINT too (quant/quantize/op_kernel/arch35/quantize.h).  float8
+outputs saturate and map NaN to +0 (SatMode::SAT).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -18,8 +21,8 @@ import torch
 import npu_anywhere as na
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quant_goldens import (assert_quantized, hifloat8_golden, rand,  # noqa: E402
-                           unpack_int4_bytes)
+from quant_goldens import (assert_quantized, float8_golden, half_even,  # noqa: E402
+                           hifloat8_golden, rand, same_bits, unpack_int4_bytes)
 
 INF, NAN = float("inf"), float("nan")
 RANGE = {torch.int8: (-128, 127), torch.uint8: (0, 255), torch.int32: (-2 ** 31, 2 ** 31 - 1)}
@@ -135,13 +138,53 @@ def test_mul_mode_quint4x2_packed():
 
 @pytest.mark.parametrize("div_mode", [True, False])
 def test_float8_outputs_saturate(div_mode):
-    x = torch.tensor([[1000.0, -1e9, 1.0625, 3.0, INF, 100000.0]])
+    x = torch.tensor([[1000.0, -1e9, 1.0625, 3.0, INF, 100000.0, NAN, -NAN]])
     y = na.npu_quantize(x, torch.tensor([1.0]), None, torch.float8_e4m3fn, -1, div_mode)
     assert y.dtype == torch.float8_e4m3fn
-    assert y.float().tolist() == [[448.0, -448.0, 1.0, 3.0, 448.0, 448.0]]
+    # SatMode::SAT: overflow -> the largest finite value, NaN of either sign -> +0
+    assert y.float().tolist() == [[448.0, -448.0, 1.0, 3.0, 448.0, 448.0, 0.0, 0.0]]
+    assert not y.float()[0, 6:].signbit().any()
     y = na.npu_quantize(x, torch.tensor([1.0]), None, 291, -1, div_mode)
     assert y.dtype == torch.float8_e5m2
-    assert y.float().tolist() == [[1024.0, -57344.0, 1.0, 3.0, 57344.0, 57344.0]]
+    assert y.float().tolist() == [[1024.0, -57344.0, 1.0, 3.0, 57344.0, 57344.0, 0.0, 0.0]]
+
+
+@pytest.mark.parametrize("dst", [torch.float8_e4m3fn, torch.float8_e5m2])
+@pytest.mark.parametrize("div_mode", [True, False])
+def test_float8_nan_inputs_match_cann_golden(dst, div_mode):
+    # float32 kernel order, then the CANN goldens' float8 cast (clip, NaN -> +0, half to even)
+    x = rand((4, 9), torch.bfloat16, seed=31, scale=200.0)
+    x[0, 2], x[3, 8], x[2, 0] = NAN, -NAN, -INF
+    g = torch.Generator().manual_seed(32)
+    s = (torch.rand(9, generator=g) * 300 + 0.5).to(torch.bfloat16)
+    zp = (torch.randn(9, generator=g) * 8).to(torch.bfloat16)
+    y = na.npu_quantize(x, s, zp, dst, -1, div_mode)
+    t = (x.float() / s.float() if div_mode else x.float() * s.float()) + zp.float()
+    assert same_bits(y, float8_golden(t, dst))
+    assert y.float()[0, 2] == 0 and y.float()[3, 8] == 0 and not y.float().isnan().any()
+
+
+TIE_ROW = [0.5, 1.5, 2.5, 3.5, -0.5, -1.5, -2.5, -3.5, 4.5, -4.5, 5.5, -6.5, 0.25, 6.0, 7.5, -7.5]
+
+
+@pytest.mark.parametrize("product", [None, "A2", "A3", "950"])
+def test_exact_ties_half_to_even_on_every_product(product):
+    """x * 1 (div_mode=False, aclnnAscendQuantV3 "round") and x / 1 (div_mode=True,
+    aclnnQuantize) land exactly on .5: half to even on A2/A3 (ascend_quant_v2.h CastOut:
+    CAST_RINT) and on the 950 (quantize.h: TPL_ROUND_MODE_ROUND casts with CAST_RINT), as the
+    CANN and op-plugin goldens' np.round."""
+    x = torch.tensor([TIE_ROW])
+    exact = x.to(torch.float64)
+    want8 = half_even(exact).clamp(-128, 127)
+    want4 = half_even(exact).clamp(-8, 7)
+    assert want8.tolist()[0][:4] == [0, 2, 2, 4]               # not half away (1, 2, 3, 4)
+    one = torch.ones(1)
+    with na.strict(product) if product else contextlib.nullcontext():
+        y_mul = na.npu_quantize(x, one, None, torch.qint8, -1, False)
+        y_div = na.npu_quantize(x, one, None, torch.qint8, -1, True)
+        y_int4 = na.npu_quantize(x, one, None, torch.quint4x2, -1, False)
+    assert torch.equal(y_mul.double(), want8) and torch.equal(y_div.double(), want8)
+    assert torch.equal(unpack_int4_bytes(y_int4).double(), want4)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])

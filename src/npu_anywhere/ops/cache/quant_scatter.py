@@ -232,11 +232,13 @@ _DOC_COMMON = """
       [-128, 127]; NaN -> 0, +-inf -> 127 / -128 (the golden's ``np.round`` + ``np.clip``;
       NaN as the quant core documents).
     * float8_e4m3fn / float8_e5m2 (950 only): round half to even and **saturate** to +-448 /
-      +-57344 (NaN stays NaN).  The golden's ``ml_dtypes`` cast would overflow to NaN / inf,
+      +-57344; NaN -> +0.  The golden's ``ml_dtypes`` cast would overflow to NaN / inf,
       but the 950 kernel casts with ``SatMode::SAT`` and switches the float overflow mode to
       saturation (``op_kernel/arch35/quant_update_scatter_base.h``); the kernel wins.
-    * hifloat8 (950 only): whatever :func:`npu_anywhere.ops.quant.core.cast_to` does with
-      ``round_mode`` (it raises NotImplementedError while the core does not emulate hifloat8).
+    * hifloat8 (950 only): ``round_mode`` "round" (half away from zero) or "hybrid"
+      (CAST_HYBRID), saturating (inf -> +-32768, NaN -> 0), as
+      :mod:`npu_anywhere.ops.quant.hifloat8` documents; the golden's ``en_dtypes`` cast
+      after its clip gives the same codes for "round".
 
     Parameters
     ----------

@@ -29,7 +29,8 @@ def quantize_static(y: torch.Tensor, scale: torch.Tensor, zero_point: Optional[t
     """``cast(y / scale + zero_point)`` (``div_mode``) or ``cast(y * scale + zero_point)``.
 
     Everything in ``y``'s dtype (float32, float64 for float64 inputs); one rounding per
-    operation, then the quant core's cast (integers: half to even, NaN -> 0, saturating).
+    operation, then the quant core's cast (integers: half to even, NaN -> 0, saturating;
+    float8: half to even, NaN -> +0, saturating).
     """
     s = scale.to(y.dtype)
     t = y / s if div_mode else y * s

@@ -170,8 +170,9 @@ def npu_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=None,
         True: divide by the scales; False: multiply.
     dst_type : int or dtype, optional
         op-plugin's extra keyword: ``torch.int8`` / 1 (default); on the 950 also
-        ``torch_npu.float8_e5m2`` (291) and ``torch_npu.float8_e4m3fn`` (292), which saturate
-        and round half to even, and ``torch_npu.hifloat8`` (290), which rounds half away from
+        ``torch_npu.float8_e5m2`` (291) and ``torch_npu.float8_e4m3fn`` (292), which saturate,
+        map NaN to +0 and round half to even (``castTraitFp322Fp8``: ``SatMode::SAT``,
+        CAST_RINT), and ``torch_npu.hifloat8`` (290), which rounds half away from
         zero and saturates to +-32768 (NaN -> 0; the 950 kernel's ``castTraitFp322Hifp8``,
         ``norm/add_rms_norm_quant/op_kernel/arch35/add_rms_norm_quant_regbase_common.h``).
 

@@ -82,11 +82,15 @@ def check_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, b
                   ValueError)
     if round_mode is not None:
         checks.expect_one_of(round_mode, tuple(ROUND_MODES), OP, "round_mode")
+    # aclnnDequantSwigluQuantV2.md and the 950 tiling (dequant_swiglu_quant_tiling_arch35.cpp):
+    # "rint" only for int8 / float8 output, "round" only for hifloat8; None means "rint"
+    # (op-plugin maps None to 0).  No product accepts anything else for these formats.
     if fmt.name == "hifloat8":
-        # the 950 tiling accepts only "round" for hifloat8 output; None means "rint"
-        # (dequant_swiglu_quant_tiling_arch35.cpp; op-plugin maps None to 0)
         checks.expect(round_mode == 1, OP, "round_mode", "1 (round) for hifloat8 output",
                       round_mode, ValueError)
+    else:
+        checks.expect(round_mode in (None, 0), OP, "round_mode",
+                      "None or 0 (rint) for int8 and float8 output", round_mode, ValueError)
     is_int = x.dtype == torch.int32
     checks.expect_dtype(x, (torch.int32,) + (FLOAT_X if strict else FLOAT_X_LOOSE), OP, "x")
     checks.expect(x.dim() >= 2, OP, "x", "a tensor with at least 2 dims",
@@ -177,8 +181,6 @@ def check_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, b
             checks.expect(fmt.name == "int8", OP, "dst_type",
                           lambda: f"torch.int8 on {product.value} (other outputs are 950 only)",
                           fmt.name, ValueError)
-            checks.expect(round_mode in (None, 0), OP, "round_mode",
-                          lambda: f"None or 0 (rint) on {product.value}", round_mode, ValueError)
 
 
 def _group_rows(m, group_index, device):
@@ -206,7 +208,7 @@ def dequant_swiglu_quant_reference(x, *, weight_scale=None, activation_scale=Non
                                    round_mode=None, activate_dim=None, swiglu_mode=0,
                                    clamp_limit=7.0, glu_alpha=1.702, glu_bias=1.0):
     fmt = parse_format(dst_type)
-    mode = ROUND_MODES[0 if round_mode is None else round_mode]
+    mode = ROUND_MODES[0 if round_mode is None else round_mode]     # rint, or round (hifloat8)
     lead, d = x.shape[:-1], x.shape[-1]
     h = d // 2
     loose64 = x.dtype == torch.float64 or any(
@@ -282,11 +284,11 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
                        act = g * sigmoid(alpha * g) * (l + glu_bias)
         swiglu_mode 2: as 1 with the halves of mode 0 (activate_left picks g)
         quant_mode 0: y = cast(act / quant_scale[g] + quant_offset[g]);  scale = 0
-        quant_mode 1: t = act * quant_scale[g];  scale = max|t| / 127;  y = cast(t * (127 / max|t|))
+        quant_mode 1: t = act * quant_scale[g];  scale = max|t| / DTYPE_MAX
+                      y = cast(t * (DTYPE_MAX / max|t|))
 
-    ``g`` is the group of row ``r`` (``group_index`` holds token counts); ``cast`` rounds half
-    to even (``round_mode`` 0; 1 half away from zero, 2 floor, 3 ceil, 4 trunc), saturates to
-    [-128, 127] and maps NaN to 0.
+    ``g`` is the group of row ``r`` (``group_index`` holds token counts); ``DTYPE_MAX`` is 127
+    for int8; ``cast`` rounds half to even, saturates to [-128, 127] and maps NaN to 0.
 
     Parameters
     ----------
@@ -317,18 +319,23 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
         See the formula; clamp_limit must be positive and finite, glu_alpha/glu_bias finite.
     dst_type, round_mode, activate_dim
         op-plugin's 950 extras: dst_type int8 (1, default), float8_e5m2 (291), float8_e4m3fn
-        (292) (saturating, half to even; round_mode applies to int8 only), hifloat8 (290,
-        uint8 codes; needs round_mode 1: half away from zero, saturating to +-32768, NaN -> 0,
+        (292) (half to even, saturating to +-57344 / +-448 with NaN -> +0: the 950 kernel's
+        ``CAST_FP32_TO_FP8`` is ``SatMode::SAT``; ``DTYPE_MAX`` 57344 / 448 in dynamic mode),
+        hifloat8 (290, uint8 codes: half away from zero, saturating to +-32768, NaN -> 0,
         ``DTYPE_MAX`` 32768 in dynamic mode); float4 raises NotImplementedError.
-        activate_dim: only the last dim (others raise NotImplementedError).
+        round_mode (0 rint, 1 round, 2 floor, 3 ceil, 4 trunc; None means 0): int8 and
+        float8 output take only None / 0 and hifloat8 only 1 (aclnnDequantSwigluQuantV2.md,
+        ``dequant_swiglu_quant_tiling_arch35.cpp``; the other modes are for the float4
+        outputs).  activate_dim: only the last dim (others raise NotImplementedError).
 
     Returns
     -------
     (y, scale)
         ``y``: ``x.shape[:-1] + (H,)``, int8 (or the float8 dtype; hifloat8: uint8).
-        ``scale``: float32, ``x.shape[:-1]``: ``max|t| / 127`` in dynamic mode (the dequantization scale, unlike
-        npu_swiglu_quant's multiplier), zeros in static mode.  An all-zero row gives scale 0
-        and y 0.  Rows past the groups' total are 0 (garbage on the NPU).
+        ``scale``: float32, ``x.shape[:-1]``: ``max|t| / DTYPE_MAX`` in dynamic mode (the
+        dequantization scale, unlike npu_swiglu_quant's multiplier), zeros in static mode.  An
+        all-zero row gives scale 0 and y 0 (0 / 0 = NaN, which every cast maps to 0; a NaN
+        row: scale NaN, y 0).  Rows past the groups' total are 0 (garbage on the NPU).
 
     Constraints
     -----------
@@ -344,8 +351,25 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
       test_npu_dequant_swiglu_quant.py``): int32 bias added in int32, then float32 multiplies by
       weight_scale and activation_scale, float bias added after; swiglu in float32; static mode
       divides by quant_scale then adds the offset; dynamic mode multiplies by quant_scale, then
-      by ``127 / max`` and returns ``max / 127``; rounding by ``numpy.rint`` (half to even),
-      clamp to [-128, 127].  float x is not dequantized (weight_scale ignored), as in the golden.
+      by ``DTYPE_MAX / max`` and returns ``max / DTYPE_MAX``; rounding by ``numpy.rint`` (half
+      to even), clamp to [-128, 127].  float x is not dequantized (weight_scale ignored), as in
+      the golden.
+    * Dynamic mode follows that golden, ``y = cast(t * (DTYPE_MAX / max|t|))`` with the
+      multiplier rounded once to float32 (no aclnn doc gives the formula: aclnnDequantSwigluQuant
+      (V2).md and op-plugin's page only write ``Quant`` / ``dynamicquant``).  The kernels order
+      the operations differently: the A2/A3 kernel (``quant/dequant_swiglu_quant/op_kernel/
+      dequant_swiglu_quant_dynamic_base.hpp``) computes ``scale = max / 127`` as a float32
+      scalar and multiplies by ``1 / scale``; the 950 kernel (``op_kernel/arch35/
+      dequant_swiglu_quant.h``) divides ``t / scale`` with ``scale = max / DTYPE_MAX``.  The
+      scale output is the same (``max / DTYPE_MAX``, one division) but ``y`` can differ from
+      ours in the last float32 bit of the quotient, i.e. by 1 where ``t * DTYPE_MAX / max``
+      lies within an ulp of a .5 tie (on 5 * 10^6 random normal values, 256 per row, the four
+      orders -- ours, the golden's, the A2/A3 and the 950 kernels' -- disagree in 3 or 4
+      elements; op-plugin's tests compare with a tolerance).  The row maximum itself is exact
+      everywhere, so ``t = +-max`` quantizes to ``+-DTYPE_MAX`` on every path.  (The golden
+      also evaluates ``127 / max`` as torch does, ``reciprocal(max) * 127``, and uses 127 for
+      float outputs when quant_scale is given; we use one rounding and each format's
+      ``DTYPE_MAX``, as the 950 kernel's ``scalarMaxNum_`` does.)
     * swiglu_mode 1 splits even/odd positions and ignores activate_left (golden and
       aclnnDequantSwigluQuantV2.md: ``x_glu`` the even indices); swiglu_mode 2 (op-plugin's
       page) uses the halves.  Built on glu_core (``swiglu_fp32``, ``clipped_glu_fp32``), whose

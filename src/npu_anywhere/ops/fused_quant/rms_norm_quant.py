@@ -127,7 +127,8 @@ def npu_rms_norm_quant(x, gamma, beta, scale, offset, epsilon=1e-06, *, dst_dtyp
         y        = round(quant_in / scale + offset)
 
     ``round`` is half to even (``CAST_RINT``) and the result saturates ([-128, 127] for int8,
-    [-8, 7] for int4; NaN gives 0; float8 saturates to its largest finite value; hifloat8
+    [-8, 7] for int4; NaN gives 0; float8 saturates to its largest finite value and maps
+    NaN to +0, ``castTraitFp322Fp8``'s ``SatMode::SAT``; hifloat8
     rounds half away from zero and saturates to +-32768, NaN -> 0).
 
     Parameters

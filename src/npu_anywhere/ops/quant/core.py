@@ -30,12 +30,24 @@ Facts settled from the sources (cited so that a reader can check them):
   ``quant/ascend_quant_v2/op_kernel/ascend_quant_v2.h``).  We apply "NaN -> 0, then clamp" to
   every integer format; ``+-inf`` therefore saturate to the range ends.
 * **float8 casts saturate** (overflow gives the largest finite value of the sign, never inf or
-  NaN) **and round half to even**: every float32 -> float8 cast trait in the 950 kernels is
-  ``SatMode::SAT`` with ``RoundMode::CAST_RINT`` (``quant/dynamic_quant/op_kernel/arch35/
-  dynamic_quant_regbase_full_load.h``, ``quant/quantize/op_kernel/arch35/quantize.h``).  NaN stays
-  NaN (the docs do not say otherwise; float8_e5m2's NaN, float8_e4m3fn's NaN).  ``saturate=False``
-  gives IEEE-style overflow instead (float8_e5m2 -> +-inf, float8_e4m3fn -> NaN, which has no inf)
-  for ops that document it.
+  NaN), **map NaN to +0, and round half to even**: every float32 -> float8 cast trait in the
+  950 kernels is ``SatMode::SAT`` with ``RoundMode::CAST_RINT`` (``quant/dynamic_quant/
+  op_kernel/arch35/dynamic_quant_regbase_full_load.h`` ``castTraitF32tofp8``, ``quant/quantize/
+  op_kernel/arch35/quantize.h`` ``CAST_TRAIT_FP32_TO_FP8E5M2``, ``quant/quant_max/op_kernel/
+  arch35/quant_max_common.h``, ``quant/dynamic_block_quant/op_kernel/arch35/``,
+  ``quant/dequant_swiglu_quant/op_kernel/arch35/dequant_swiglu_quant_common.h``
+  ``CAST_FP32_TO_FP8``, ``norm/rms_norm/op_kernel/arch35/rms_norm_regbase_common.h``
+  ``castTraitFp322Fp8``); kernels that set CTRL[60] = 0 make the trait's SatMode apply, and
+  the global mode they would otherwise run in (CTRL[60] = 1, CTRL[48] = 0 by default)
+  saturates as well.  In saturation mode "NaN outputs become 0" (cannmirror/asc-devkit
+  ``docs/zh/api/SIMD-API/基础API/特殊寄存器访问/SetCtrlSpr(ISASI).md``, CTRL[48]); CTRL[50],
+  which could keep NaN for fp8, defaults to 0 and no ops-nn kernel sets it; ``Cast.md``
+  (Reg矢量计算) says it directly: fp8 output in saturation mode, NaN input -> 0 by default.
+  The CANN goldens agree: ``quant/quant_max/tests/assets/golden.py`` and
+  ``quant/dynamic_block_quant/tests/assets/golden.py`` apply ``np.nan_to_num(nan=0.0)``
+  before the float8 cast ("NPU will cast NaN (with or without sign) to positive ZERO").
+  ``saturate=False`` gives the non-saturating mode instead (IEEE-style overflow: float8_e5m2
+  -> +-inf, float8_e4m3fn -> NaN, which has no inf; NaN stays NaN); no op uses it at present.
 * **int4 layout**: element ``j`` of each group of eight sits in bits ``4j .. 4j+3`` of the int32
   (low nibble first; in memory, byte ``b`` holds elements ``2b`` (low nibble) and ``2b+1`` (high
   nibble)).  Settled by op-plugin's ``convert_to_int4_pack`` (``op_plugin/ops/opapi/
@@ -254,21 +266,27 @@ def _saturate_int_(r: torch.Tensor, fmt: QuantFormat) -> torch.Tensor:
     if fmt.name == "int32":
         # 2**31 - 1 is not a float32; clamp in float64, where both ends are exact.
         r = r.to(torch.float64)
-    # clamp keeps NaN, which then becomes 0 (+-inf are already clamped).  Eager: one in-place
-    # pass; traced (torch.compile): a compare-and-select, which Inductor vectorizes (its
-    # nan_to_num lowering tests NaN element by element).
-    r = r.clamp_(fmt.qmin, fmt.qmax)
+    return _zero_nan_(r.clamp_(fmt.qmin, fmt.qmax)).to(fmt.storage)
+
+
+def _zero_nan_(r: torch.Tensor) -> torch.Tensor:
+    """NaN (of either sign) -> +0 in ``r``, a temporary the caller owns.
+
+    Callers clamp first: clamp keeps NaN (+-inf are then already at the range ends).  Eager: one
+    in-place pass; traced (torch.compile): a compare-and-select, which Inductor vectorizes (its
+    nan_to_num lowering tests NaN element by element).
+    """
     if torch.compiler.is_compiling():
-        r = torch.where(r != r, torch.zeros_like(r), r)
-    else:
-        r = r.nan_to_num_(nan=0.0)
-    return r.to(fmt.storage)
+        return torch.where(r != r, torch.zeros_like(r), r)
+    return r.nan_to_num_(nan=0.0)
 
 
 def cast_float8(y: torch.Tensor, fmt: QuantFormat, *, saturate: bool = True) -> torch.Tensor:
-    """float32 -> float8 with round-half-even; overflow saturates (default) or goes to inf/NaN."""
+    """float32 -> float8 with round-half-even.  ``saturate=True`` (``SatMode::SAT``): overflow
+    gives the largest finite value of the sign and NaN (of either sign) gives +0;
+    ``saturate=False``: overflow goes to inf (e5m2) / NaN (e4m3fn) and NaN stays NaN."""
     if saturate:
-        return y.clamp(fmt.qmin, fmt.qmax).to(fmt.storage)
+        return _zero_nan_(y.clamp(fmt.qmin, fmt.qmax)).to(fmt.storage)
     out = y.to(fmt.storage)
     # Round-to-nearest-even overflow thresholds: e4m3fn's largest value 448 has an even
     # mantissa, so |y| <= 464 still rounds to it; e5m2's 57344 is odd, so 61440 rounds up.
@@ -286,12 +304,12 @@ def cast_to(y: torch.Tensor, fmt: QuantFormat, *, round_mode: str = "rint",
     Integer formats: ``round_values(y, round_mode)``, clamp to the range, NaN -> 0, convert;
     int4 results are packed into int32 along the last dim when ``pack`` (last dim a multiple of
     8), else returned unpacked as int8 in [-8, 7].  float8 formats: round half to even,
-    saturating unless ``saturate=False`` (``round_mode`` does not apply).  hifloat8: uint8
-    codes, ``round_mode`` ``"round"`` or ``"hybrid"`` (the default ``"rint"``, which hifloat8
-    lacks, means ``"round"``: the kernels' CAST_ROUND), saturating (+-32768, NaN -> 0) unless
-    ``saturate=False`` (inf codes, NaN code 0x80).  ``inplace=True`` lets the function
-    overwrite ``y`` (pass it for a temporary you own: large inputs then need no extra float32
-    buffers).
+    saturating (+-448 / +-57344, NaN -> +0) unless ``saturate=False`` (``round_mode`` does not
+    apply).  hifloat8: uint8 codes, ``round_mode`` ``"round"`` or ``"hybrid"`` (the default
+    ``"rint"``, which hifloat8 lacks, means ``"round"``: the kernels' CAST_ROUND), saturating
+    (+-32768, NaN -> 0) unless ``saturate=False`` (inf codes, NaN code 0x80).
+    ``inplace=True`` lets the function overwrite ``y`` (pass it for a temporary you own: large
+    inputs then need no extra float32 buffers).
     """
     if not fmt.emulated:
         raise NotImplementedError(f"{fmt.name} is not emulated by npu_anywhere")
@@ -303,7 +321,7 @@ def cast_to(y: torch.Tensor, fmt: QuantFormat, *, round_mode: str = "rint",
         q = _saturate_int_(r, fmt)                   # r is a temporary either way
         return pack_int4(q) if (fmt.name == "int4" and pack) else q
     if inplace and saturate:
-        return y.clamp_(fmt.qmin, fmt.qmax).to(fmt.storage)
+        return _zero_nan_(y.clamp_(fmt.qmin, fmt.qmax)).to(fmt.storage)
     return cast_float8(y, fmt, saturate=saturate)
 
 

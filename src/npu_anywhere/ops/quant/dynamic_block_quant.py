@@ -181,12 +181,16 @@ def npu_dynamic_block_quant(x, *, min_scale=0.0, round_mode="rint", dst_type=1,
     the reciprocal), then ``scale = min(scale, 1 / min_scale)`` only where ``scale < inf``,
     then ``y = x / scale`` (a division per element).  int8: rounded half to even
     (CAST_RINT), saturated to [-128, 127], NaN -> 0; float8: round half to even, saturating
-    (``SatMode::SAT``), NaN stays NaN; hifloat8: half away from zero (CAST_ROUND), saturating
-    to +-32768, NaN -> 0 (``npu_anywhere.ops.quant.hifloat8``).  ``x / scale`` for a block's
-    largest element is ``+-DTYPE_MAX`` up to one float32 rounding.  An all-zero block gives
-    scale 0 and ``0 / 0``: int8 and hifloat8 0, float8 NaN (what the division gives; the NPU's
-    float8 result for this case is not documented).  A block containing inf has scale inf
-    (its finite elements quantize to 0).
+    (``SatMode::SAT``), NaN -> +0 (the saturation mode's rule, which the CANN golden
+    ``quant/dynamic_block_quant/tests/assets/golden.py`` applies: "NPU will cast NaN ... to
+    positive ZERO"); hifloat8: half away from zero (CAST_ROUND), saturating to +-32768,
+    NaN -> 0 (``npu_anywhere.ops.quant.hifloat8``).  ``x / scale`` for a block's largest
+    element is ``+-DTYPE_MAX`` up to one float32 rounding.  An all-zero block gives scale 0
+    and ``0 / 0`` = NaN, so y 0 for every format.  A block containing inf has scale inf (its
+    finite elements quantize to 0, the inf itself, inf / inf = NaN, to 0) and one containing
+    NaN scale NaN and y 0: the kernel's block max compares the bit patterns of ``|x|``, in
+    which NaN > inf > any finite value.  (The CANN golden instead leaves inf/NaN out of the
+    block max and then saturates inf to ``+-DTYPE_MAX``.)
 
     The torch_npu doc page writes the scale formula inverted (``min(DTYPE_MAX / input_max,
     1 / min_scale)``); its example output (scale 0.0063 for values below 1) and the aclnn doc

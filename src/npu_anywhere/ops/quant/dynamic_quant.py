@@ -109,12 +109,13 @@ def npu_dynamic_quant(x=None, *, smooth_scales=None, group_index=None, dst_type=
     ``atol=1``.  The A2/A3 kernels also write the scale as either ``amax * (1/127)`` or
     ``1 / (127 / amax)`` depending on the tiling path (the last bit may differ); we use the
     former, as the golden does.  Integer results saturate; float8 results saturate to the
-    largest finite value and round half to even (``SatMode::SAT``); hifloat8 results round
+    largest finite value, map NaN to +0 and round half to even (``castTraitF32tofp8``:
+    CAST_RINT, ``SatMode::SAT``); hifloat8 results round
     half away from zero (``castTraitF32toh8``: CAST_ROUND, ``SatMode::SAT``) and saturate to
     +-32768 (NaN -> 0).  An all-zero row gives
     scale 0 and y 0.  A row containing inf gets scale inf; its finite elements quantize to 0
     and the inf element (inf / inf = NaN) to 0; NaN anywhere in a row makes its scale NaN and
-    its integer y 0.  No backward.
+    its y 0 (every format).  No backward.
 
     Examples
     --------

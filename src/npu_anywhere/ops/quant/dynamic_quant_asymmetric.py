@@ -96,8 +96,9 @@ def npu_dynamic_quant_asymmetric(x=None, *, smooth_scales=None, group_index=None
     The other cases follow the 950 kernels (``op_kernel/arch35/``) and the CANN golden:
     ``scale = (mx - mn) * float32(1/RANGE)``, ``y = cast(v / scale + offset)`` (a constant row
     then gives scale 0 and NaN -> 0 results; the A2 kernel's 1e-12 floor avoids that).
-    Rounding is half to even and saturating (float8: saturating, half to even; hifloat8:
-    half away from zero, saturating to +-32768, NaN -> 0).  op-plugin's
+    Rounding is half to even and saturating (float8: saturating, half to even, NaN -> +0,
+    the kernels' ``SatMode::SAT``; hifloat8: half away from zero, saturating to +-32768,
+    NaN -> 0).  op-plugin's
     golden (``test/test_custom_ops/test_npu_dynamic_quant_asymmetric.py``) divides by the scale
     and allows ``atol=1``.  No backward.
 

@@ -149,8 +149,10 @@ def npu_quant_max(x, scale, *, round_mode="rint", dst_dtype=291, group_list=None
     -----
     The 950 kernel (hicann/ops-nn ``quant/quant_max/op_kernel/arch35/
     quant_max_per_tensor_regbase.h``) multiplies: ``y = cast(float32(x) * scale)`` with a
-    saturating, round-half-even float32 -> float8 conversion (NaN stays NaN; hifloat8: the
-    given ``round_mode``, saturating to +-32768 with NaN -> 0, ``quant_max_common.h``), and
+    saturating, round-half-even float32 -> float8 conversion (``SatMode::SAT``: overflow gives
+    +-448 / +-57344 and NaN gives +0, as the CANN golden ``quant/quant_max/tests/assets/
+    golden.py`` does with ``nan_to_num``; hifloat8: the given ``round_mode``, saturating to
+    +-32768 with NaN -> 0, ``quant_max_common.h``), and
     reduces ``max(|float32(x)|)``, written back in x's dtype (exact).  This settles the seed's
     ``x * scale`` against op-plugin's golden (``test/test_custom_ops/test_npu_quant_max.py``),
     which divides by the scale.  The output y dtype follows op-plugin's meta registration.

@@ -197,8 +197,9 @@ def quantize_reference(self, scales, zero_points, dtype, axis=1, div_mode=True):
         t = v * s
     if zp is not None:
         t = t + zp
-    # Both kernels round half to even (aclnnQuantize: CAST_RINT; aclnnAscendQuantV3 maps
-    # round_mode "round" to CAST_RINT) and saturate; hifloat8 rounds half away from zero
+    # Both kernels round half to even on every product (aclnnQuantize: CAST_RINT;
+    # aclnnAscendQuantV3's "round" is CAST_RINT in the A2/A3 kernel and in the 950 kernel's
+    # TPL_ROUND_MODE_ROUND casts) and saturate; hifloat8 rounds half away from zero
     # (CAST_ROUND) in both.
     return core.cast_to(t, fmt, round_mode="round" if fmt.name == "hifloat8" else "rint")
 
@@ -260,12 +261,27 @@ def npu_quantize(input=None, scales=None, zero_points=None, dtype=None, axis=1, 
     Notes
     -----
     Computed in float32 (scales, zero points converted to float32 first), one division or
-    multiplication and one addition, then rounded **half to even** (aclnnQuantize's kernel casts
-    with CAST_RINT, hicann/ops-nn ``quant/quantize/op_kernel/arch35/quantize.h``;
-    aclnnAscendQuantV3's "round" mode is CAST_RINT, ``quant/ascend_quant_v2/op_kernel/
-    ascend_quant_v2.h``) and **saturated** to the output range (the CANN goldens clip: int8
-    [-128, 127], uint8 [0, 255], int4 [-8, 7]); NaN gives 0, +-inf the range ends.  float8
-    outputs round half to even and saturate to +-448 / +-57344.  hifloat8 outputs round half
+    multiplication and one addition, then rounded **half to even** on every product and
+    saturated to the output range (the CANN goldens clip: int8 [-128, 127], uint8 [0, 255],
+    int4 [-8, 7]); NaN gives 0, +-inf the range ends:
+
+    * div_mode=True, aclnnQuantize: the kernel casts with CAST_RINT (hicann/ops-nn
+      ``quant/quantize/op_kernel/arch35/quantize.h``).
+    * div_mode=False, aclnnAscendQuantV3 with round_mode "round": the A2/A3 kernel converts
+      with CAST_RINT (``quant/ascend_quant_v2/op_kernel/ascend_quant_v2.h`` ``CastOut``).  On
+      the 950 the tiling maps "round" to its ``MODE_ROUND`` key for int8/int4 (``MODE_RINT``
+      for float8; ``quant/ascend_quant_v2/op_host/ascend_quant_v2_regbase_tiling.cpp``
+      ``GetRoundMode``), but that key only selects the template ``TPL_ROUND_MODE_ROUND``, for
+      which the shared kernel's integer casts are CAST_RINT
+      (``quant/ascend_quant_v2/op_kernel/ascend_quant_v2_apt.cpp`` runs the
+      ``quant/quantize/op_kernel/arch35/quantize_*_regbase.h`` kernels; ``quantize.h``
+      ``CAST_TRAIT_FP32_TO_INT16`` / ``CAST_TRAIT_HALF_TO_INT8``).  The CANN golden
+      (``quant/ascend_quant_v2/tests/assets/golden.py``: ``np.round``) and op-plugin's
+      (``test/test_custom_ops/test_npu_quantize.py``: ``np.round``) agree: 2.5 -> 2, 3.5 -> 4
+      on A2, A3 and the 950 alike.
+
+    float8 outputs round half to even, saturate to +-448 / +-57344 and map NaN to +0
+    (``CAST_TRAIT_FP32_TO_FP8E5M2`` / ``E4M3``: ``SatMode::SAT``).  hifloat8 outputs round half
     away from zero (CAST_ROUND: aclnnQuantize's kernel has no round mode, and op-plugin passes
     "round" to aclnnAscendQuantV3, whose tiling maps it to CAST_ROUND for hifloat8,
     ``quant/ascend_quant_v2/op_host/ascend_quant_v2_regbase_tiling.cpp``) and saturate to

@@ -81,11 +81,14 @@ def _dequant_swiglu_quant() -> None:
                               "quant_scale": _pos(3, 8),
                               "group_index": torch.tensor([2, 0, 4], dtype=_I64),
                               "quant_mode": 1, "activate_left": True})),
-        Sample("static_per_tensor_round_floor", lambda: (
+        Sample("static_per_tensor_round_rint", lambda: (
             (_ints(3, 8),), {"weight_scale": torch.rand(8), "quant_scale": _pos(1),
-                             "quant_offset": _g(1), "round_mode": 2})),
+                             "quant_offset": _g(1), "round_mode": 0})),
         Sample("float8_e4m3fn", lambda: (
             (_g(3, 8, dtype=_BF16),), {"quant_mode": 1, "dst_type": 292})),
+        Sample("float8_e5m2_static", lambda: (
+            (_ints(3, 8),), {"weight_scale": torch.rand(8), "quant_scale": _pos(1),
+                             "quant_offset": _g(1), "dst_type": 291, "round_mode": 0})),
         Sample("hifloat8_dynamic", lambda: (
             (_g(3, 8, dtype=_BF16),), {"quant_mode": 1, "dst_type": 290, "round_mode": 1})),
         Sample("hifloat8_static", lambda: (
@@ -105,6 +108,10 @@ def _dequant_swiglu_quant() -> None:
                     ValueError, "npu_dequant_swiglu_quant: expected bias None"),
         ErrorSample("hifloat8_rint", lambda: ((_ints(2, 8),), {"dst_type": 290}),
                     ValueError, "npu_dequant_swiglu_quant: expected round_mode 1"),
+        ErrorSample("int8_round_floor", lambda: ((_ints(2, 8),), {"round_mode": 2}),
+                    ValueError, "npu_dequant_swiglu_quant: expected round_mode None or 0"),
+        ErrorSample("float8_round", lambda: ((_ints(2, 8),), {"dst_type": 292, "round_mode": 1}),
+                    ValueError, "npu_dequant_swiglu_quant: expected round_mode None or 0"),
         ErrorSample("clamp_limit", lambda: ((_ints(2, 8),), {"clamp_limit": -1.0}),
                     ValueError, "npu_dequant_swiglu_quant: expected clamp_limit"),
     ]
