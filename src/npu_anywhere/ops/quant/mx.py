@@ -155,7 +155,8 @@ def _rounded_up_exponent(quotient: torch.Tensor, subnormal: bool) -> torch.Tenso
 
 
 def scale_codes(amax: torch.Tensor, fmt: MXFormat, scale_alg: int = 0,
-                dst_type_max: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+                dst_type_max: float = 0.0, *,
+                code0_zeros: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """e8m0 codes and float32 reciprocals of the block scales.
 
     Parameters
@@ -178,6 +179,12 @@ def scale_codes(amax: torch.Tensor, fmt: MXFormat, scale_alg: int = 0,
           (float32) and without the subnormal case.
     dst_type_max : float
         See ``scale_alg`` 2.
+    code0_zeros : bool
+        Where ``scale_alg`` 0 and 2 (``dst_type_max`` 0/6/7) write a block as zeros: True
+        (the DynamicMxQuant kernels) every block with code 0; False (the FlatQuant 950 kernel,
+        hicann/ops-nn ``quant/flat_quant/op_kernel/arch35/flat_quant_high_v2.h``) only a
+        block whose maximum has exponent field 0 (zero or subnormal), any other code-0 block
+        keeps the reciprocal ``2**127``.
 
     Returns
     -------
@@ -187,15 +194,16 @@ def scale_codes(amax: torch.Tensor, fmt: MXFormat, scale_alg: int = 0,
     """
     finite = torch.isfinite(amax)
     if scale_alg == 0:
-        code = (_exponent_field(amax) - fmt.emax).clamp(min=0)
-        zero_code0 = torch.ones_like(finite)
+        e = _exponent_field(amax)
+        code = (e - fmt.emax).clamp(min=0)
+        zero_code0 = torch.ones_like(finite) if code0_zeros else e == 0
     elif scale_alg == 2 and dst_type_max in (0.0, 6.0, 7.0):
         bits = amax.to(torch.bfloat16).view(torch.int16).to(torch.int32) & 0x7FFF
         e, m = bits >> 7, bits & 0x7F
         threshold = 0x60 if dst_type_max == 7.0 else 0x40
         code = (e + (m > threshold).to(torch.int32) - 2).clamp(min=0)
         finite = e != 0xFF
-        zero_code0 = torch.ones_like(finite)
+        zero_code0 = torch.ones_like(finite) if code0_zeros else e == 0
     elif scale_alg in (1, 2):
         limit = fmt.max_value if scale_alg == 1 else float(dst_type_max)
         quotient = amax / torch.full_like(amax, limit)
@@ -290,14 +298,14 @@ def scale_shape(shape, block_size: int = BLOCK_SIZE) -> tuple[int, ...]:
 
 
 def quantize(x: torch.Tensor, fmt: MXFormat, *, block_size: int = BLOCK_SIZE,
-             round_mode: str = "rint", scale_alg: int = 0,
-             dst_type_max: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+             round_mode: str = "rint", scale_alg: int = 0, dst_type_max: float = 0.0,
+             code0_zeros: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """MX-quantize ``x`` along its last dim.
 
     Blocks of ``block_size`` consecutive elements (a short last block is padded with zeros);
     per block ``(code, R) =`` :func:`scale_codes` of ``max |V_i|``, then ``P_i =``
     :func:`round_to_format` ``(V_i * R)``.  ``x`` may be float16, bfloat16 or float32 (its
-    values are used exactly).
+    values are used exactly).  ``code0_zeros``: see :func:`scale_codes`.
 
     Returns
     -------
@@ -315,7 +323,7 @@ def quantize(x: torch.Tensor, fmt: MXFormat, *, block_size: int = BLOCK_SIZE,
         v = F.pad(v, (0, pad))
     grouped = v.reshape(*v.shape[:-1], blocks, block_size)
     amax = grouped.abs().amax(dim=-1, keepdim=True)
-    code, recip = scale_codes(amax, fmt, scale_alg, dst_type_max)
+    code, recip = scale_codes(amax, fmt, scale_alg, dst_type_max, code0_zeros=code0_zeros)
     r = round_to_format(grouped * recip, fmt, round_mode)
     r = r.reshape(*v.shape[:-1], blocks * block_size)
     if pad:

@@ -108,6 +108,17 @@ def _kronecker_quant() -> None:
         Sample("int4_code", lambda: (_kron(1, 1, 8)[0], {"dst_dtype": 285,
                                                          "dst_type_max": 0.0})),
     ]
+    for dtype in _DTYPES:
+        e.samples.append(Sample(f"float4_{_tag(dtype)}", lambda dtype=dtype: (
+            _kron(3, 5, 22, dtype)[0], {"dst_dtype": 296})))
+    e.samples += [
+        Sample("float4_max_6", lambda: (_kron(2, 4, 16, _BF16)[0], {"dst_dtype": 296,
+                                                                   "dst_type_max": 6.0})),
+        Sample("float4_max_9_5", lambda: (_kron(2, 3, 8)[0], {"dst_dtype": 296,
+                                                             "dst_type_max": 9.5})),
+        Sample("float4_no_p2", lambda: ((_g(2, 3, 10, dtype=_F16), _g(3, 3, dtype=_F16),
+                                         torch.empty(0, 0, dtype=_F16)), {"dst_dtype": 296})),
+    ]
     e.errors += [
         ErrorSample("n_not_8", lambda: _kron(2, 3, 12), ValueError,
                     f"{name}: expected x a last dim"),
@@ -122,8 +133,14 @@ def _kronecker_quant() -> None:
                     f"{name}: expected kronecker_p2 shape"),
         ErrorSample("clip", lambda: (_kron(2, 3, 8)[0], {"clip_ratio": 1.5}), ValueError,
                     f"{name}: expected clip_ratio a value in"),
-        ErrorSample("float4", lambda: (_kron(2, 3, 8)[0], {"dst_dtype": 296}),
-                    NotImplementedError, f"{name}: expected dst_dtype a format"),
+        ErrorSample("float4_odd_n", lambda: (_kron(2, 3, 7)[0], {"dst_dtype": 296}),
+                    ValueError, f"{name}: expected x an even last dim"),
+        ErrorSample("float4_dst_type_max", lambda: (_kron(2, 3, 8)[0], {
+            "dst_dtype": 296, "dst_type_max": 13.0}), ValueError,
+            f"{name}: expected dst_type_max 0 or a value in"),
+        ErrorSample("int4_empty_p2", lambda: ((_g(2, 3, 8, dtype=_F16), _g(3, 3, dtype=_F16),
+                                               torch.empty(0, 0, dtype=_F16)), {}),
+                    RuntimeError, f"{name}: expected kronecker_p2 shape"),
         ErrorSample("dst_type_max", lambda: (_kron(2, 3, 8)[0], {"dst_type_max": 6.0}),
                     ValueError, f"{name}: expected dst_type_max 0"),
     ]
