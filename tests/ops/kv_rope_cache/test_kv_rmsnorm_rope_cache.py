@@ -754,3 +754,108 @@ def test_compiled_provider_matches_the_reference_bit_for_bit(mode, quant, v2):
         for a, b in zip(got, want):
             assert torch.equal(bits(a), bits(b))
     assert len(module._compiled_compute._compiled) == 1      # the compiled code did run
+
+
+# -- A2/A3 strict-mode rules of the V1 path (aclnnKvRmsNormRopeCacheV2 doc: quantization-mode
+# constraints and the A2/A3 input-combination table; hicann/ops-transformer
+# op_host/kv_rms_norm_rope_cache_ds_tiling.cpp) --------------------------------------------
+
+def _raises_before_write(product, args, kwargs, error, match):
+    """Under strict(product): the call raises ``error`` (message ``match``), leaves every input
+    bit-identical, and FakeTensor raises the same words."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    saved = [bits(t).clone() for t in args]
+    with targets.strict(product), pytest.raises(error, match=match) as eager:
+        na.npu_kv_rmsnorm_rope_cache(*args, **kwargs)
+    assert all(torch.equal(bits(t), s) for t, s in zip(args, saved))
+    mode = FakeTensorMode()
+    fargs = [mode.from_tensor(t) for t in args]
+    fkw = {k: mode.from_tensor(t) if isinstance(t, torch.Tensor) else t
+           for k, t in kwargs.items()}
+    with targets.strict(product), pytest.raises(error) as fake, mode:
+        na.npu_kv_rmsnorm_rope_cache(*fargs, **fkw)
+    assert str(fake.value) == str(eager.value)
+
+
+@pytest.mark.parametrize("product", ["A2", "A3"])
+def test_v1_norm_no_quantization_on_a2_a3(product):
+    int8 = make(mode="Norm", k_dtype=torch.int8, dk=32)
+    _raises_before_write(product, int8, dict(k_rope_scale=torch.ones(32), cache_mode="Norm"),
+                         TypeError, f"{OP} k_cache dtype float16 \\(kv's\\) on {product} with "
+                         "cache_mode 'Norm'")
+    flt = make(mode="Norm")
+    for kw, param in ((dict(k_rope_scale=torch.ones(16)), "k_rope_scale"),
+                      (dict(c_kv_scale=torch.ones(32)), "c_kv_scale"),
+                      (dict(c_kv_offset=torch.ones(32)), "c_kv_offset")):
+        _raises_before_write(product, flt, dict(kw, cache_mode="Norm"), ValueError,
+                             f"{OP} {param} None on {product} with cache_mode 'Norm'")
+    # the same calls run in default mode and on the 950; A2/A3 quantize outside 'Norm'
+    for target in (None, "950"):
+        with targets.strict(target) if target else _null():
+            a = make(mode="Norm", k_dtype=torch.int8, dk=32)
+            kc0, cc0 = a[5].clone(), a[6].clone()
+            out = na.npu_kv_rmsnorm_rope_cache(*a, k_rope_scale=torch.full((32,), 4.0),
+                                               cache_mode="Norm", is_output_kv=True)
+            check_result(a[:5] + (kc0, cc0), out[:2], out[2:], "Norm",
+                         scales=(torch.full((32,), 4.0), None))
+    with targets.strict(product):
+        na.npu_kv_rmsnorm_rope_cache(*make(mode="Norm"), cache_mode="Norm")
+        na.npu_kv_rmsnorm_rope_cache(*make(mode="PA_BNSD", k_dtype=torch.int8, dk=32, bs=32),
+                                     k_rope_scale=torch.ones(32), cache_mode="PA_BNSD")
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize("product", ["A2", "A3"])
+def test_v1_cos_broadcast_on_a2_a3(product):
+    bcast = RuntimeError
+    msg = f"{OP} cos shape \\(2, 1, 3, 32\\) on {product} with cache_mode"
+    for mode in ("PA_NZ", "PA_BLK_BNSD", "PA_BLK_NZ"):
+        a = make(mode=mode, cos_one=True, dk=32, bs=16)
+        _raises_before_write(product, a, dict(cache_mode=mode), bcast, msg)
+    # PA/PA_BNSD: only without quantization (a scale, even for a float cache, selects the
+    # quant kernel)
+    for mode in ("PA", "PA_BNSD"):
+        a = make(mode=mode, cos_one=True, dk=32, k_dtype=torch.int8, bs=32)
+        _raises_before_write(product, a, dict(k_rope_scale=torch.ones(32), cache_mode=mode),
+                             bcast, msg + f" '{mode}' and a quant scale")
+        a = make(mode=mode, cos_one=True, dk=32, bs=32)
+        _raises_before_write(product, a, dict(c_kv_scale=torch.ones(32), cache_mode=mode),
+                             bcast, msg)
+    # accepted: Norm, PA/PA_BNSD without quantization, and S = 1 (nothing to broadcast)
+    with targets.strict(product):
+        for mode in ("Norm", "PA", "PA_BNSD"):
+            a = make(mode=mode, cos_one=True, dk=32, bs=16)
+            kc0, cc0 = a[5].clone(), a[6].clone()
+            out = na.npu_kv_rmsnorm_rope_cache(*a, cache_mode=mode, is_output_kv=True)
+            check_result((a[0], a[1], a[2].expand(-1, -1, 3, -1), a[3].expand(-1, -1, 3, -1),
+                          a[4], kc0, cc0), out[:2], out[2:], mode)
+        a = make(mode="PA_NZ", s=1, cos_one=True, dk=32, k_dtype=torch.int8, bs=32)
+        na.npu_kv_rmsnorm_rope_cache(*a, k_rope_scale=torch.ones(32), cache_mode="PA_NZ")
+    # default mode and the 950 broadcast in every cache mode
+    for target in (None, "950"):
+        with targets.strict(target) if target else _null():
+            a = make(mode="PA_NZ", cos_one=True, dk=32, k_dtype=torch.int8, bs=32)
+            kc0, cc0 = a[5].clone(), a[6].clone()
+            ks = torch.full((32,), 2.0)
+            out = na.npu_kv_rmsnorm_rope_cache(*a, k_rope_scale=ks, cache_mode="PA_NZ",
+                                               is_output_kv=True)
+            check_result((a[0], a[1], a[2].expand(-1, -1, 3, -1), a[3].expand(-1, -1, 3, -1),
+                          a[4], kc0, cc0), out[:2], out[2:], "PA_NZ", scales=(ks, None))
+
+
+@pytest.mark.parametrize("product", ["A2", "A3"])
+def test_v1_scalar_scale_shape_on_a2_a3(product):
+    a = make(mode="PA_BNSD", k_dtype=torch.int8, dk=32, bs=32)
+    _raises_before_write(product, a, dict(k_rope_scale=torch.ones(1), cache_mode="PA_BNSD"),
+                         RuntimeError, f"{OP} k_rope_scale shape \\(1, 32\\) or \\(32,\\) on "
+                         f"{product}, but got shape \\(1,\\)")
+    with targets.strict("950"):
+        na.npu_kv_rmsnorm_rope_cache(*a, k_rope_scale=torch.ones(1), cache_mode="PA_BNSD")

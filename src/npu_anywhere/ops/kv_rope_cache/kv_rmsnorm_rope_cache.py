@@ -128,7 +128,8 @@ def _check(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_k
     params = ((k_eff, k_quant, k_rope_scale, k_rope_offset),
               (c_eff, c_quant, c_kv_scale, c_kv_offset))
     if v is None:
-        _check_v1_quant(op, product, kv, params, dk, dv)
+        _check_v1_quant(op, product, kv, params, dk, dv, cache_mode)
+        _check_v1_cos_broadcast(op, product, kv, cos, k_rope_scale, c_kv_scale, cache_mode)
     else:
         _check_v2_quant(op, kv, cos, params, cache_mode)
     _check_layout(op, kv, index, k_cache, ckv_cache, k_eff, c_eff, cache_mode, dk, dv)
@@ -165,10 +166,22 @@ def _check_v1_shapes(op, kv, gamma, cos, sin):
     return dk, dv
 
 
-def _check_v1_quant(op, product, kv, params, dk, dv):
+_V1_NORM_WHY = ("the A2/A3 V1 kernels quantize in no 'Norm' call: aclnnKvRmsNormRopeCacheV2 "
+                "doc, tiling 'CacheMode::Norm do not support quant!'")
+
+
+def _check_v1_quant(op, product, kv, params, dk, dv, cache_mode):
     n = kv.shape[1]
-    quant_allowed = (torch.int8,) if product in PRE_950 else QUANT_DTYPES
+    pre_950 = product in PRE_950
+    quant_allowed = (torch.int8,) if pre_950 else QUANT_DTYPES
     for (name, sname, oname), (eff, quant, scale, offset), width in zip(_NAMES, params, (dk, dv)):
+        if pre_950 and cache_mode == "Norm":
+            checks.expect(not quant, op, name, lambda: f"dtype {_name(kv.dtype)} (kv's) on "
+                          f"{product.value} with cache_mode 'Norm' ({_V1_NORM_WHY})", _name(eff),
+                          TypeError)
+            for pname, t in ((sname, scale), (oname, offset)):
+                checks.expect(t is None, op, pname, lambda: f"None on {product.value} with "
+                              f"cache_mode 'Norm' ({_V1_NORM_WHY})", "a tensor", ValueError)
         _check_cache_dtype(op, kv, name, eff, quant_allowed)
         if not quant:
             continue
@@ -182,10 +195,27 @@ def _check_v1_quant(op, product, kv, params, dk, dv):
             if t is None:
                 continue
             checks.expect_dtype(t, (torch.float32,), op, pname)
-            shapes = ((n, width), (width,), (1,))
-            checks.expect(tuple(t.shape) in shapes, op, pname,
-                          lambda shapes=shapes: f"shape {shapes[0]}, {shapes[1]} or {shapes[2]}",
-                          _shape(t), RuntimeError)
+            # A2/A3 take no [1] form (aclnnKvRmsNormRopeCacheV2 doc; the tiling's V1 check
+            # wants [Dk] / [Dv] or [1, D])
+            shapes = ((n, width), (width,)) if pre_950 else ((n, width), (width,), (1,))
+            checks.expect(tuple(t.shape) in shapes, op, pname, lambda shapes=shapes: "shape "
+                          + " or ".join(str(x) for x in shapes)
+                          + (f" on {product.value}" if pre_950 else ""), _shape(t),
+                          RuntimeError)
+
+
+def _check_v1_cos_broadcast(op, product, kv, cos, k_rope_scale, c_kv_scale, cache_mode):
+    """A2/A3, V1 path: cos/sin [B, 1, 1, Dk] broadcast over S > 1 only in 'Norm', or in
+    'PA'/'PA_BNSD' without quantization (a scale given: the tiling's quant mode)."""
+    b, n, s, _ = kv.shape
+    if product not in PRE_950 or cos.shape[2] == s:
+        return
+    quantized = k_rope_scale is not None or c_kv_scale is not None
+    ok = cache_mode == "Norm" or (cache_mode in ("PA", "PA_BNSD") and not quantized)
+    checks.expect(ok, op, "cos", lambda: f"shape {(b, n, s, cos.shape[3])} on {product.value} "
+                  f"with cache_mode {cache_mode!r}{' and a quant scale' if quantized else ''} "
+                  "(A2/A3 broadcast cos/sin over S only in 'Norm', or in 'PA'/'PA_BNSD' without "
+                  "quantization)", _shape(cos), RuntimeError)
 
 
 def _check_v2_shapes(op, kv, gamma, cos, sin, v):
@@ -739,8 +769,9 @@ npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, w
     k_cache, ckv_cache : Tensor
         Written in place.  kv's dtype, or int8 / float8 (quantized; float8 on the 950 only).
     k_rope_scale, c_kv_scale : Tensor, optional
-        float32 ``[1, Dk]``/``[Dk]``/``[1]`` (resp. Dv): required for a quantized cache,
-        ignored for a float one (the torch_npu doc example passes both with one float cache).
+        float32 ``[1, Dk]``/``[Dk]``/``[1]`` (resp. Dv; ``[1]`` not on A2/A3): required for a
+        quantized cache, ignored for a float one (the torch_npu doc example passes both with
+        one float cache).
         With ``v``: ``[N, 192]`` / ``[N, 128]`` (or ``[192]`` / ``[128]`` when N = 1), given
         exactly when the cache is int8; all quant parameters of one call have the same rank.
     k_rope_offset, c_kv_offset : Tensor, optional
@@ -756,7 +787,9 @@ npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, w
     is_output_kv : bool
         Return ``k_embed`` and ``y`` (rounded to kv's dtype, not quantized); with ``v``,
         ``k_embed`` (192 values) and a copy of ``v``, except in cache_mode 'Norm' without a
-        quantized cache, where the V2 kernel writes neither.
+        quantized cache, where the V2 kernel writes neither.  Without ``v``, 'Norm' returns
+        them too, as the 950 does; the A2/A3 kernels write them only in the paged modes
+        (see Notes).
 
     Returns
     -------
@@ -779,6 +812,16 @@ npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, w
     Strict mode: A2/A3 (torch_npu doc: float16/bfloat16, int8 caches, no offsets) and the 950
     (aclnn doc, seed 002: also float8 caches and offsets).  hifloat8 caches
     (``k_cache_dtype=torch_npu.hifloat8`` in v2) raise NotImplementedError.
+
+    Strict A2/A3, without ``v`` (aclnnKvRmsNormRopeCacheV2 doc: quantization-mode constraints
+    and the A2/A3 input-combination table; the A2/A3 tiling ``op_host/
+    kv_rms_norm_rope_cache_ds_tiling.cpp``): cache_mode 'Norm' takes no quantization -- no int8
+    cache (TypeError) and no scale or offset (ValueError; the tiling's "CacheMode::Norm do not
+    support quant!", where any scale means quantization); cos/sin ``[B, 1, 1, Dk]`` with S > 1
+    only in 'Norm', or in 'PA'/'PA_BNSD' without a scale (RuntimeError; the doc's table asks
+    Srope = Skv everywhere else; 'PA_BNSD' follows the rule of 'PA', as in the V2 path);
+    scales/offsets ``[1, D]`` or ``[D]``, not ``[1]`` (RuntimeError).  The 950 and default mode
+    accept all of these.
 
     With ``v`` (every product mode; the path exists on A2/A3 only, so their rules apply):
     N in {1, 2, 4, 8}; kv's last dim 192, gamma 192, cos 64, v 128 and v's [B, N, S] = kv's;
@@ -804,6 +847,17 @@ npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, w
     the asymmetric formula ``value * scale + offset`` is the usual CANN convention, not
     spelled out by either doc.  RoPE here is "de-interleave, then rotate halves" (seed 002's
     formula), so the cached k is in de-interleaved order.
+
+    A2/A3 facts not emulated as errors (aclnnKvRmsNormRopeCacheV2 doc, A2/A3 tiling and the
+    kernel entry ``op_kernel/kv_rms_norm_rope_cache.cpp`` of the yuanfang-chen mirror): outside
+    'Norm' the V1 kernels silently ignore an offset and quantize symmetrically -- strict A2/A3
+    raises NotImplementedError instead, following the torch_npu doc ("暂不支持配置"); in 'Norm' the
+    V1 kernels (tiling keys 1000/1001/3000) are not handed the output tensors, so
+    ``is_output_kv`` has no effect there (torch_npu doc: it is valid only in the PA modes) and
+    the outputs stay uninitialized, while the 950's tiling passes ``is_output_kv`` on in every
+    cache mode; this function returns the values in every mode (also in strict A2/A3).  The
+    torch_npu doc and the A2/A3 tiling also fix D = 576 (Dv 512, Dk 64) without ``v``; strict
+    mode does not enforce that.
 
     The V2 path (``v``) follows hicann/ops-transformer ``posembedding/kv_rms_norm_rope_cache/
     docs/aclnnKvRmsNormRopeCacheV2.md`` (formulas (1)-(5), V2 scene, quant parameter shapes,
