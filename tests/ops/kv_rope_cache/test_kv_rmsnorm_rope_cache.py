@@ -7,7 +7,8 @@ test_npu_kv_rms_norm_rope_cache.py)::
     y       = kv[..., :Dv] / sqrt(mean(kv[..., :Dv]^2) + eps) * gamma       -> ckv_cache
     x       = kv[..., Dv:];  k = cat(x[0::2], x[1::2])
     k_embed = k * cos + cat(-k[Dk/2:], k[:Dk/2]) * sin                     -> k_cache
-    quantized cache: clip(round_half_even(value * scale + offset)) (int8), float8 RNE
+    quantized cache: clip(round_half_even(value * scale + offset)) (int8), float8 RNE,
+    hifloat8 (uint8 codes, _v2 ops' k_cache_dtype=290): the CANN goldens' en_dtypes cast
     Norm: cache[b, 0, index[b, s]];  PA/PA_BNSD/PA_NZ: slot index[b*S+s];
     PA_BLK_*: block index[b*P + s//bs] // bs, offset s % bs;  -1 skips
     NZ: cache memory = [nb, 1, D // ld, bs, ld], ld = 32 // element size
@@ -28,6 +29,8 @@ every slot the call does not name is checked unchanged, bit for bit.
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -37,10 +40,16 @@ import npu_anywhere as na
 from npu_anywhere import dtypes as npu_dtypes
 from npu_anywhere import targets
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quant"))
+
+from quant_goldens import assert_hifloat8_near, hifloat8_golden  # noqa: E402
+
 OP = "npu_kv_rmsnorm_rope_cache: expected"
+V2 = "npu_kv_rmsnorm_rope_cache_v2: expected"
+HIF8 = npu_dtypes.HIFLOAT8
 _INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 SENT = {torch.float16: 9.0, torch.bfloat16: 9.0, torch.float32: 9.0, torch.int8: 77,
-        torch.float8_e4m3fn: 9.0, torch.float8_e5m2: 9.0}
+        torch.uint8: 77, torch.float8_e4m3fn: 9.0, torch.float8_e5m2: 9.0}
 
 
 def bits(t):
@@ -111,9 +120,10 @@ def dests(mode, index, b, s, bs):
     return out
 
 
-def expected_cache(cache, rows, mode, index, b, s, quant):
+def expected_cache(cache, rows, mode, index, b, s, quant, ld=None):
     """(expected cache, written mask) for one cache; rows [B, N, S, D] in the cache dtype
-    (head n of token (b, s) -> head n of the token's slot)."""
+    (head n of token (b, s) -> head n of the token's slot); ``ld``: the NZ row width when
+    ``cache`` stands in for a cache of another dtype."""
     exp = cache.clone()
     mask = torch.zeros(cache.shape, dtype=torch.bool)
     nz = mode in ("PA_NZ", "PA_BLK_NZ")
@@ -122,7 +132,7 @@ def expected_cache(cache, rows, mode, index, b, s, quant):
     else:
         bs, heads = cache.shape[1], cache.shape[2]
     d = cache.shape[-1]
-    ld = 32 // cache.element_size()
+    ld = ld or 32 // cache.element_size()
     view_e = exp.view(cache.shape[0], heads, d // ld, bs, ld) if nz else exp
     view_m = mask.view(cache.shape[0], heads, d // ld, bs, ld) if nz else mask
     for (bi, si), (x, y) in dests(mode, index, b, s, bs):
@@ -177,16 +187,34 @@ def caches_and_index(g, mode, b, n, s, bs, nb, widths, cache_dtypes, skip):
     return kc, cc, index.to(torch.int64)
 
 
+def check_hifloat8_cache(cache0, cache, rows, scale, offset, mode, index, b, s):
+    """A cache holding hifloat8 codes: every named slot holds the golden's code of the float64
+    ``rows * scale + offset`` (or, for at most 1% of them, its other neighbour: the kernel
+    computes in float32), every other byte is unchanged."""
+    pre = rows * per_head(scale) + (0 if offset is None else per_head(offset))
+    _, mask = expected_cache(cache0, hifloat8_golden(pre).view(cache0.dtype), mode, index, b,
+                             s, True)
+    exact, _ = expected_cache(torch.zeros(cache0.shape, dtype=torch.float64), pre, mode, index,
+                              b, s, True, ld=32)
+    assert mask.any()
+    assert torch.equal(bits(cache)[~mask], bits(cache0)[~mask])
+    assert_hifloat8_near(bits(cache)[mask].view(torch.uint8), exact[mask], max_mismatch=0.01)
+
+
 def check_result(args, out_caches, outs, mode, eps=1e-5, scales=(None, None),
-                 offsets=(None, None), is_output_kv=True, v=None):
+                 offsets=(None, None), is_output_kv=True, v=None, hif8=(False, False)):
     kv, gamma, cos, sin, index, kc0, cc0 = args
     b, _, s, _ = kv.shape
     if v is None:
         k64, y64 = golden_rows(kv, gamma, cos, sin, eps)
     else:
         k64, y64 = golden_v2(kv, gamma, cos, sin, v, eps)
-    for cache0, cache, rows, scale, offset in ((kc0, out_caches[0], k64, scales[0], offsets[0]),
-                                               (cc0, out_caches[1], y64, scales[1], offsets[1])):
+    for cache0, cache, rows, scale, offset, hif in (
+            (kc0, out_caches[0], k64, scales[0], offsets[0], hif8[0]),
+            (cc0, out_caches[1], y64, scales[1], offsets[1], hif8[1])):
+        if hif:
+            check_hifloat8_cache(cache0, cache, rows, scale, offset, mode, index, b, s)
+            continue
         quant = cache0.dtype in (torch.int8, torch.float8_e4m3fn, torch.float8_e5m2)
         want_rows = quant_golden(rows, cache0.dtype, scale if quant else None, offset)
         exp, mask = expected_cache(cache0, want_rows, mode, index, b, s, quant)
@@ -405,12 +433,129 @@ def test_bad_alignment_nz_and_block_size():
         na.npu_kv_rmsnorm_rope_cache(*args, cache_mode="PA_BNSD")
 
 
-def test_hifloat8_not_implemented():
-    args = make(mode="PA_BNSD", bs=32, k_dtype=torch.int8)
-    with pytest.raises(NotImplementedError, match=f"npu_kv_rmsnorm_rope_cache_v2: expected "
-                       "k_cache_dtype"):
-        na.npu_kv_rmsnorm_rope_cache_v2(*args, k_rope_scale=torch.ones(16), cache_mode="PA_BNSD",
-                                        k_cache_dtype=290)
+# -- hifloat8 caches (950: aclnnKvRmsNormRopeCache doc; the kernel's CAST_FP32_TO_HIFLOAT8 is
+# CAST_ROUND + SatMode::SAT; the _v2 ops carry the dtype code, the cache holds uint8 codes) ---
+
+@pytest.mark.parametrize("which", ["k", "ckv", "both"])
+@pytest.mark.parametrize("mode", ["Norm", "PA_BNSD", "PA_NZ", "PA_BLK_NZ"])
+def test_hifloat8_caches_golden(mode, which):
+    k_hif, c_hif = which in ("k", "both"), which in ("ckv", "both")
+    dtype = torch.bfloat16 if which == "ckv" else torch.float16
+    # 'both': the ckv cache is an int8 tensor holding the codes (any 1-byte storage works)
+    args = make(mode=mode, dtype=dtype, dk=32, dv=64, bs=32, s=37 if "BLK" in mode else 5,
+                k_dtype=torch.uint8 if k_hif else None,
+                c_dtype=(torch.int8 if which == "both" else torch.uint8) if c_hif else None)
+    g = torch.Generator().manual_seed(3)
+    # log-uniform scales: values from hifloat8's denormals (2^-22) to saturation (> 2^15)
+    ks = 10 ** (torch.rand(32, generator=g) * 8 - 4)
+    cs = 10 ** (torch.rand(1, 64, generator=g) * 8 - 4)
+    ko = torch.randn(32, generator=g) if k_hif else None
+    co = torch.randn(1, generator=g) * 3 if c_hif else None
+    kw = dict(k_rope_scale=ks if k_hif else None, c_kv_scale=cs if c_hif else None,
+              k_rope_offset=ko, c_kv_offset=co, cache_mode=mode, is_output_kv=True,
+              k_cache_dtype=HIF8 if k_hif else None, ckv_cache_dtype=HIF8 if c_hif else None)
+    kc0, cc0 = args[5].clone(), args[6].clone()
+    if which == "ckv":          # functional: new caches, inputs untouched
+        k_rope, c_kv, kc, cc = na.npu_kv_rmsnorm_rope_cache_v2_functional(*args, **kw)
+        assert torch.equal(bits(args[5]), bits(kc0)) and torch.equal(bits(args[6]), bits(cc0))
+    else:
+        k_rope, c_kv = na.npu_kv_rmsnorm_rope_cache_v2(*args, **kw)
+        kc, cc = args[5], args[6]
+    assert kc.dtype == kc0.dtype and cc.dtype == cc0.dtype
+    check_result(args[:5] + (kc0, cc0), (kc, cc), (k_rope, c_kv), mode,
+                 scales=(ks if k_hif else None, cs if c_hif else None), offsets=(ko, co),
+                 hif8=(k_hif, c_hif))
+
+
+def test_hifloat8_ties_saturation_and_nan_bit_exact():
+    # epsilon 0 and |x| = 1: y = sign(x) * gamma exactly; cos 1, sin 0: k = de-interleaved x,
+    # so every value reaching the cast is exact and the codes must match bit for bit
+    dv, dk = 32, 32
+    kv = torch.ones(1, 1, 1, dv + dk, dtype=torch.float16)
+    kv[..., 1:dv:2] = -1
+    rope = torch.tensor([1.0625, -1.0625, 2.125, -2.125, 0.1875, 40960.0, -49152.0, 1.0] * 4)
+    rope[7] = float("nan")
+    kv[..., dv:] = rope.to(torch.float16)
+    gamma = torch.tensor([1.0625, 2.125, 0.1875, 3.0, 49152.0, 49152.0, 2.0 ** -20, 5.0] * 4,
+                         dtype=torch.float16)
+    cos = torch.ones(1, 1, 1, dk, dtype=torch.float16)
+    sin = torch.zeros_like(cos)
+    kc = torch.zeros(1, 32, 1, dk, dtype=torch.uint8)
+    cc = torch.zeros(1, 32, 1, dv, dtype=torch.uint8)
+    c_off = torch.full((1,), 0.5)
+    na.npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, torch.tensor([5]), kc, cc,
+                                    k_rope_scale=torch.ones(1), c_kv_scale=torch.ones(dv),
+                                    c_kv_offset=c_off, epsilon=0.0, cache_mode="PA_BNSD",
+                                    k_cache_dtype=HIF8, ckv_cache_dtype=HIF8)
+    k = torch.cat((rope[0::2], rope[1::2]))
+    k[3] = float("nan")         # sin = 0 still carries the NaN: -NaN * 0 is NaN
+    y = gamma.double() * torch.tensor([1.0, -1.0] * 16)
+    assert torch.equal(kc[0, 5, 0], hifloat8_golden(k))
+    assert torch.equal(cc[0, 5, 0], hifloat8_golden(y + 0.5))
+    # explicit codes (sign | dot | exponent | mantissa): ties go away from zero (1.0625 ->
+    # 1.125 = 0x09, -1.0625 -> 0x89, 2.125 -> 2.25 = 0x11); 40960 and -49152 saturate to
+    # +-32768 (0x6E / 0xEE, not the inf codes 0x6F / 0xEF); NaN gives 0x00 (not 0x80)
+    assert kc[0, 5, 0, [0, 16, 1, 18, 7, 3, 19]].tolist() == [0x09, 0x89, 0x11, 0x6E, 0xEE,
+                                                              0x00, 0x00]
+    # 49152.5 and -49151.5 saturate as well
+    assert cc[0, 5, 0, [4, 5]].tolist() == [0x6E, 0xEE]
+
+
+def _raises(fn, args, kwargs, error, match, product=None):
+    _raises_before_write(product, args, kwargs, error, match, fn)
+
+
+def test_hifloat8_products_and_errors():
+    v2 = na.npu_kv_rmsnorm_rope_cache_v2
+    args = make(mode="PA_NZ", dk=32, bs=32, k_dtype=torch.uint8)
+    kw = dict(k_rope_scale=torch.ones(32), cache_mode="PA_NZ", k_cache_dtype=HIF8)
+    with targets.strict("950"):            # offsets too, in every cache mode
+        v2(*args, **dict(kw, k_rope_offset=torch.ones(32)))
+        v2(*make(mode="Norm", dk=32, k_dtype=torch.uint8), **dict(kw, cache_mode="Norm"))
+    for product in ("A2", "A3"):
+        _raises(v2, args, kw, TypeError, f"{V2} k_cache dtype float16 \\(kv's\\) or a "
+                "quantized dtype in \\['int8'\\], but got torch_npu.hifloat8", product)
+    # v1 has no dtype code: a uint8 cache is refused, as op-plugin's v1 hands the aclnn op UINT8
+    _raises(na.npu_kv_rmsnorm_rope_cache, args,
+            dict(k_rope_scale=torch.ones(32), cache_mode="PA_NZ"), TypeError,
+            f"{OP} k_cache dtype .* \\(a uint8 k_cache holds hifloat8 only with "
+            "k_cache_dtype=torch_npu.hifloat8")
+    # the code needs 1-byte elements
+    _raises(v2, make(mode="PA_BNSD", dk=32, bs=32), dict(kw, cache_mode="PA_BNSD"), TypeError,
+            f"{V2} k_cache_dtype a dtype code of 2-byte elements like k_cache \\(float16\\), "
+            "but got torch_npu.hifloat8 \\(290\\)")
+    # NZ rows and block sizes of 32 elements (32 bytes of a 1-byte cache)
+    _raises(v2, make(mode="PA_NZ", dk=16, bs=32, k_dtype=torch.uint8),
+            dict(kw, k_rope_scale=torch.ones(16)), ValueError,
+            f"{V2} k_cache a last dim whose bytes are a multiple of 32 \\(a multiple of 32 for "
+            "torch_npu.hifloat8\\)")
+    _raises(v2, make(mode="PA_BNSD", dk=32, bs=16, k_dtype=torch.uint8),
+            dict(kw, cache_mode="PA_BNSD"), ValueError,
+            f"{V2} k_cache a BlockSize that is a multiple of 32")
+    _raises(v2, args, dict(kw, k_rope_scale=None), ValueError,
+            f"{V2} k_rope_scale a float32 tensor")
+    # the V2 path (v given; A2/A3 kernels) quantizes to int8 only
+    a2, v = make_v2(mode="PA_BNSD", bs=32, k_dtype=torch.uint8)
+    _raises(v2, a2, dict(k_rope_scale=torch.ones(2, 192), v=v, cache_mode="PA_BNSD",
+                         k_cache_dtype=HIF8), TypeError,
+            f"{V2} k_cache dtype float16 \\(kv's\\) or a quantized dtype in \\['int8'\\]")
+
+
+@pytest.mark.parametrize("c_dtype,code", [(torch.int8, None), (torch.uint8, HIF8),
+                                          (torch.float8_e5m2, None)])
+def test_strict_mode_one_quantized_dtype(c_dtype, code):
+    """Two quantized caches share one dtype on every product (seed 002, quantization case 3;
+    the 950's dtype table); default mode quantizes each cache to its own format."""
+    args = make(mode="PA_BNSD", dk=32, bs=32, k_dtype=torch.float8_e4m3fn, c_dtype=c_dtype)
+    kw = dict(k_rope_scale=torch.full((32,), 2.0), c_kv_scale=torch.full((32,), 3.0),
+              cache_mode="PA_BNSD", is_output_kv=True, ckv_cache_dtype=code)
+    _raises(na.npu_kv_rmsnorm_rope_cache_v2, args, kw, TypeError,
+            f"{V2} ckv_cache k_cache's dtype \\(float8_e4m3fn\\) when both caches are "
+            "quantized", "950")
+    kc0, cc0 = args[5].clone(), args[6].clone()
+    outs = na.npu_kv_rmsnorm_rope_cache_v2(*args, **kw)
+    check_result(args[:5] + (kc0, cc0), args[5:7], outs, "PA_BNSD",
+                 scales=(kw["k_rope_scale"], kw["c_kv_scale"]), hif8=(False, code == HIF8))
 
 
 def test_strict_mode_rules():
@@ -720,7 +865,7 @@ def test_v2_bad_inputs_raise_and_modify_nothing(name):
 
 @pytest.mark.parametrize("mode,quant,v2", [("Norm", False, False), ("PA_NZ", True, False),
                                            ("PA_BLK_BNSD", False, False), ("PA_BNSD", True, True),
-                                           ("PA_NZ", False, True)])
+                                           ("PA_NZ", False, True), ("PA_NZ", "hifloat8", False)])
 def test_compiled_provider_matches_the_reference_bit_for_bit(mode, quant, v2):
     """Calls without a skipped token run compiled code; it writes the same bits as the eager
     reference (emulate_precision_casts keeps the roundings), and skipped tokens stay eager."""
@@ -734,13 +879,18 @@ def test_compiled_provider_matches_the_reference_bit_for_bit(mode, quant, v2):
             width = 192 if v2 else 32
             kw.update(k_rope_scale=torch.full((args[0].shape[1], width), 3.0),
                       k_rope_offset=torch.full((args[0].shape[1], width), 0.5) if v2 else None)
+        if quant == "hifloat8":     # both caches hifloat8 (uint8 codes), through the v2 API
+            kw.update(c_kv_scale=torch.full((32,), 700.0), c_kv_offset=torch.full((1,), -0.25),
+                      k_cache_dtype=HIF8, ckv_cache_dtype=HIF8)
+            return tuple(args[5:7]) + na.npu_kv_rmsnorm_rope_cache_v2(*args, **kw)
         return na.npu_kv_rmsnorm_rope_cache(*args, **kw)
 
     def inputs(skip):
-        kc_dtype = torch.int8 if quant else None
+        kc_dtype = {True: torch.int8, "hifloat8": torch.uint8}.get(quant)
         if v2:
             return make_v2(mode=mode, k_dtype=kc_dtype, skip=skip, bs=32)
-        return make(mode=mode, k_dtype=kc_dtype, dk=32, bs=32, skip=skip,
+        return make(mode=mode, k_dtype=kc_dtype, c_dtype=torch.uint8 if kc_dtype ==
+                    torch.uint8 else None, dk=32, bs=32, skip=skip,
                     s=37 if "BLK" in mode else 3), None
 
     module._compiled_compute._compiled.clear()
@@ -754,27 +904,31 @@ def test_compiled_provider_matches_the_reference_bit_for_bit(mode, quant, v2):
         for a, b in zip(got, want):
             assert torch.equal(bits(a), bits(b))
     assert len(module._compiled_compute._compiled) == 1      # the compiled code did run
+    assert module._compiled_compute._disabled is None         # ... and did not fail to compile
 
 
 # -- A2/A3 strict-mode rules of the V1 path (aclnnKvRmsNormRopeCacheV2 doc: quantization-mode
 # constraints and the A2/A3 input-combination table; hicann/ops-transformer
 # op_host/kv_rms_norm_rope_cache_ds_tiling.cpp) --------------------------------------------
 
-def _raises_before_write(product, args, kwargs, error, match):
-    """Under strict(product): the call raises ``error`` (message ``match``), leaves every input
-    bit-identical, and FakeTensor raises the same words."""
+def _raises_before_write(product, args, kwargs, error, match, fn=na.npu_kv_rmsnorm_rope_cache):
+    """Under strict(product) (None: default mode): the call raises ``error`` (message
+    ``match``), leaves every input bit-identical, and FakeTensor raises the same words."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    def strict():
+        return targets.strict(product) if product else _null()
+
     saved = [bits(t).clone() for t in args]
-    with targets.strict(product), pytest.raises(error, match=match) as eager:
-        na.npu_kv_rmsnorm_rope_cache(*args, **kwargs)
+    with strict(), pytest.raises(error, match=match) as eager:
+        fn(*args, **kwargs)
     assert all(torch.equal(bits(t), s) for t, s in zip(args, saved))
     mode = FakeTensorMode()
     fargs = [mode.from_tensor(t) for t in args]
     fkw = {k: mode.from_tensor(t) if isinstance(t, torch.Tensor) else t
            for k, t in kwargs.items()}
-    with targets.strict(product), pytest.raises(error) as fake, mode:
-        na.npu_kv_rmsnorm_rope_cache(*fargs, **fkw)
+    with strict(), pytest.raises(error) as fake, mode:
+        fn(*fargs, **fkw)
     assert str(fake.value) == str(eager.value)
 
 

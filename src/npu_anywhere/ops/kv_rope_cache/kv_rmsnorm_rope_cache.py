@@ -52,6 +52,10 @@ BLK_MODES = ("PA_BLK_BNSD", "PA_BLK_NZ")
 KV_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _STRICT_KV = (torch.float16, torch.bfloat16)
 QUANT_DTYPES = (torch.int8, torch.float8_e5m2, torch.float8_e4m3fn)
+# torch has no hifloat8 dtype: a cache read as hifloat8 (k_cache_dtype / ckv_cache_dtype =
+# torch_npu.hifloat8 in the _v2 ops) holds uint8 codes, and its effective dtype is the code.
+HIFLOAT8 = dtypes.HIFLOAT8
+QUANT_FORMATS = QUANT_DTYPES + (HIFLOAT8,)
 _SUPPORTED = frozenset({Product.A2, Product.A3, Product.ASCEND_950})
 # The V2 path (v given; aclnnKvRmsNormRopeCacheV2's "kv separated" scene): fixed sizes, A2/A3.
 V2_DK, V2_DV, V2_ROPE = 192, 128, 64
@@ -67,24 +71,26 @@ def _shape(t):
     return lambda: f"shape {tuple(t.shape)}"
 
 
+def _storage(eff):
+    """The torch dtype of one stored cache value: ``eff`` itself, uint8 for hifloat8."""
+    return qcore.FORMATS["hifloat8"].storage if eff == HIFLOAT8 else eff
+
+
 def _cache_format(op, cache, code, param):
     """(effective dtype of the cache values, quantized?) from the cache and its dtype override.
 
-    The effective dtype is a torch dtype of the cache's element size; hifloat8 raises
-    NotImplementedError."""
+    The effective dtype is a torch dtype of the cache's element size, or :data:`HIFLOAT8` (the
+    torch_npu code) for a 1-byte cache read as hifloat8."""
     if code is None:
         eff = cache.dtype
     else:
-        if int(code) == dtypes.HIFLOAT8:
-            checks.expect(False, op, f"{param}_dtype", "a cache dtype npu_anywhere can emulate "
-                          "(hifloat8's conversion is not documented well enough)",
-                          qcore.describe_code(code), NotImplementedError)
         eff = dtypes.code_to_dtype(int(code))
-        checks.expect(isinstance(eff, torch.dtype) and eff.itemsize == cache.element_size(),
+        known = isinstance(eff, torch.dtype) or eff == HIFLOAT8
+        checks.expect(known and _storage(eff).itemsize == cache.element_size(),
                       op, f"{param}_dtype", lambda: f"a dtype code of {cache.element_size()}-byte"
                       f" elements like {param} ({_name(cache.dtype)})",
                       qcore.describe_code(code), TypeError)
-    return eff, eff in QUANT_DTYPES
+    return eff, eff in QUANT_FORMATS
 
 
 def _check(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale,
@@ -166,6 +172,11 @@ def _check_v1_shapes(op, kv, gamma, cos, sin):
     return dk, dv
 
 
+# op-plugin's npu_kv_rmsnorm_rope_cache passes a cache's own dtype on (uint8, which the aclnn
+# op refuses); only the _v2 ops' dtype codes make a uint8 tensor a hifloat8 cache.
+_UINT8_WHY = (" (a uint8 {0} holds hifloat8 only with {0}_dtype=torch_npu.hifloat8, an argument "
+              "of npu_kv_rmsnorm_rope_cache_v2 / _v2_functional)")
+
 _V1_NORM_WHY = ("the A2/A3 V1 kernels quantize in no 'Norm' call: aclnnKvRmsNormRopeCacheV2 "
                 "doc, tiling 'CacheMode::Norm do not support quant!'")
 
@@ -173,7 +184,7 @@ _V1_NORM_WHY = ("the A2/A3 V1 kernels quantize in no 'Norm' call: aclnnKvRmsNorm
 def _check_v1_quant(op, product, kv, params, dk, dv, cache_mode):
     n = kv.shape[1]
     pre_950 = product in PRE_950
-    quant_allowed = (torch.int8,) if pre_950 else QUANT_DTYPES
+    quant_allowed = (torch.int8,) if pre_950 else QUANT_FORMATS
     for (name, sname, oname), (eff, quant, scale, offset), width in zip(_NAMES, params, (dk, dv)):
         if pre_950 and cache_mode == "Norm":
             checks.expect(not quant, op, name, lambda: f"dtype {_name(kv.dtype)} (kv's) on "
@@ -182,7 +193,9 @@ def _check_v1_quant(op, product, kv, params, dk, dv, cache_mode):
             for pname, t in ((sname, scale), (oname, offset)):
                 checks.expect(t is None, op, pname, lambda: f"None on {product.value} with "
                               f"cache_mode 'Norm' ({_V1_NORM_WHY})", "a tensor", ValueError)
-        _check_cache_dtype(op, kv, name, eff, quant_allowed)
+        _check_cache_dtype(op, kv, name, eff, quant_allowed,
+                           _UINT8_WHY.format(name) if eff == torch.uint8 and not pre_950
+                           else "")
         if not quant:
             continue
         checks.expect(scale is not None, op, sname, lambda name=name: "a float32 tensor (required"
@@ -202,6 +215,13 @@ def _check_v1_quant(op, product, kv, params, dk, dv, cache_mode):
                           + " or ".join(str(x) for x in shapes)
                           + (f" on {product.value}" if pre_950 else ""), _shape(t),
                           RuntimeError)
+    (k_eff, k_quant, _, _), (c_eff, c_quant, _, _) = params
+    if product is not None and k_quant and c_quant:
+        checks.expect(k_eff == c_eff, op, "ckv_cache", lambda: f"k_cache's dtype "
+                      f"({_name(k_eff)}) when both caches are quantized (aclnnKvRmsNormRopeCache "
+                      "doc, quantization case 3; no dtype pair of the 950's op_host/"
+                      "kv_rms_norm_rope_cache_def.cpp mixes two quantized dtypes)",
+                      lambda: f"dtype {_name(c_eff)}", TypeError)
 
 
 def _check_v1_cos_broadcast(op, product, kv, cos, k_rope_scale, c_kv_scale, cache_mode):
@@ -310,7 +330,7 @@ def _check_layout(op, kv, index, k_cache, ckv_cache, k_eff, c_eff, cache_mode, d
     nz = cache_mode in NZ_MODES
     num_blocks, block_size = k_cache.shape[0], _block_size(k_cache, nz)
     for name, cache, d, eff in (("k_cache", k_cache, dk, k_eff), ("ckv_cache", ckv_cache, dv, c_eff)):
-        ld = nz_last_dim(eff)
+        ld = nz_last_dim(_storage(eff))
         want = [(num_blocks, block_size, n, d)]
         if nz:
             want.append((num_blocks, n, d // ld, block_size, ld))
@@ -384,17 +404,22 @@ def norm_then_rope(kv, gamma, cos, sin, epsilon):
 
 
 def _quantize(values, eff, scale, offset, heads):
-    """float32 values -> cache dtype: round(values * scale [+ offset]), saturated."""
+    """float32 values -> cache dtype: round(values * scale [+ offset]), saturated.
+
+    int8 rounds half to even, float8 to nearest even, hifloat8 half away from zero (the 950
+    kernel's ``CAST_FP32_TO_HIFLOAT8``: ``RoundMode::CAST_ROUND``, ``SatMode::SAT``)."""
     def shaped(t):
         return t.reshape(heads, 1, -1) if t.dim() == 2 else t
     q = values * shaped(scale)
     if offset is not None:
         q = q + shaped(offset)
-    return qcore.cast_to(q, qcore.format_of(eff), inplace=True)
+    fmt = qcore.format_of(eff)
+    mode = "round" if fmt.name == "hifloat8" else "rint"
+    return qcore.cast_to(q, fmt, round_mode=mode, inplace=True)
 
 
 def _cache_values(values, eff, scale, offset, heads, cache_dtype):
-    if eff in QUANT_DTYPES:
+    if eff in QUANT_FORMATS:
         out = _quantize(values, eff, scale, offset, heads)
     else:
         out = values.to(eff)
@@ -533,7 +558,7 @@ def compute_and_write(kv, gamma, cos, sin, k_cache, ckv_cache, keep, dest, k_rop
         return (kv.new_zeros((b, n, s, cos.shape[3])), kv.new_zeros((b, n, s, gamma.shape[0])))
     # V2: in 'Norm' without quantization the kernel does not write the outputs (tiling sets
     # isOutputKv = 0; aclnn doc: "Norm ... 仅在V2场景中开启量化模式时有效")
-    quantized = k_eff in QUANT_DTYPES or c_eff in QUANT_DTYPES
+    quantized = k_eff in QUANT_FORMATS or c_eff in QUANT_FORMATS
     if is_output_kv and (cache_mode != "Norm" or quantized):
         return k.to(kv.dtype).contiguous(), v.clone(memory_format=torch.contiguous_format)
     return kv.new_zeros((b, n, s, V2_DK)), kv.new_zeros((b, n, s, V2_DV))
@@ -732,12 +757,20 @@ npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, w
     ``-1`` skips the token (PA_BLK: the whole block).  NZ caches are given either as the
     documented 4-D ``[nb, bs, 1, D]`` tensor whose (contiguous) memory holds the NZ layout
     ``[nb, 1, D // ld, bs, ld]`` (what op-plugin's golden reshapes to) or as that 5-D tensor;
-    ``ld = 32 // element size`` (16 for float16/bfloat16, 32 for int8/float8).
+    ``ld = 32 // element size`` (16 for float16/bfloat16, 32 for int8/float8/hifloat8).
 
-    Quantized caches (int8; float8_e5m2/float8_e4m3fn): ``cache = saturate(round_half_even(
-    value * scale + offset))`` from the float32 value, with ``k_rope_scale``/``k_rope_offset``
-    for k_cache and ``c_kv_scale``/``c_kv_offset`` for ckv_cache (offset optional); float8
-    rounds to nearest even and saturates.  Either cache may be quantized on its own.
+    Quantized caches (int8; float8_e5m2/float8_e4m3fn; hifloat8): ``cache = cast(value * scale
+    + offset)`` from the float32 value (a float32 multiply, then a float32 add), with
+    ``k_rope_scale``/``k_rope_offset`` for k_cache and ``c_kv_scale``/``c_kv_offset`` for
+    ckv_cache (offset optional).  int8 rounds half to even and saturates to [-128, 127];
+    float8 rounds to nearest even and saturates (NaN -> +0); hifloat8 rounds half away from
+    zero (``CAST_ROUND``) and saturates to +-32768 (NaN -> 0), bit-exact as
+    :mod:`npu_anywhere.ops.quant.hifloat8` documents.  Either cache may be quantized on its
+    own.  A hifloat8 cache is a uint8 (or int8) tensor holding the codes, passed to
+    ``npu_kv_rmsnorm_rope_cache_v2`` / ``_v2_functional`` with ``k_cache_dtype`` /
+    ``ckv_cache_dtype = torch_npu.hifloat8`` (290); this function takes no dtype codes, so a
+    uint8 cache raises TypeError here, as op-plugin's v1 (which hands the aclnn op a UINT8
+    tensor) fails.
 
     **V2 path** (``v`` given; aclnnKvRmsNormRopeCacheV2's "kv separated" scene, A2/A3 only):
     ``kv`` ``[B, N, S, 192]`` holds only k and ``v`` ``[B, N, S, 128]`` the values,
@@ -767,7 +800,8 @@ npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, w
     index : Tensor
         int64; shape and meaning per cache_mode (table above).
     k_cache, ckv_cache : Tensor
-        Written in place.  kv's dtype, or int8 / float8 (quantized; float8 on the 950 only).
+        Written in place.  kv's dtype, or int8 / float8 (quantized; float8 on the 950 only);
+        hifloat8 (950 only) through the _v2 ops' dtype codes.
     k_rope_scale, c_kv_scale : Tensor, optional
         float32 ``[1, Dk]``/``[Dk]``/``[1]`` (resp. Dv; ``[1]`` not on A2/A3): required for a
         quantized cache, ignored for a float one (the torch_npu doc example passes both with
@@ -810,8 +844,11 @@ npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, w
     value // BlockSize).  Index values are checked before anything is written (IndexError /
     ValueError) and a failed call leaves both caches untouched; the NPU does not check them.
     Strict mode: A2/A3 (torch_npu doc: float16/bfloat16, int8 caches, no offsets) and the 950
-    (aclnn doc, seed 002: also float8 caches and offsets).  hifloat8 caches
-    (``k_cache_dtype=torch_npu.hifloat8`` in v2) raise NotImplementedError.
+    (aclnn doc, seed 002: also float8 / hifloat8 caches and offsets; hifloat8 caches
+    ``k_cache_dtype=torch_npu.hifloat8`` in v2, in every cache mode).  In every strict mode
+    two quantized caches have one dtype (TypeError; seed 002's quantization cases 1-3, and no
+    pair of the 950's dtype table in ``op_host/kv_rms_norm_rope_cache_def.cpp`` mixes two
+    quantized dtypes); default mode also quantizes the two caches to different formats.
 
     Strict A2/A3, without ``v`` (aclnnKvRmsNormRopeCacheV2 doc: quantization-mode constraints
     and the A2/A3 input-combination table; the A2/A3 tiling ``op_host/
@@ -844,9 +881,21 @@ npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, w
     differ: the NZ row width follows each cache's own dtype (the golden picks 32 for both
     caches when quantizing; the aclnn doc ties alignment to each cache's dtype); quantization
     is accepted in every cache mode (aclnn doc; the torch_npu doc mentions the NZ case only);
-    the asymmetric formula ``value * scale + offset`` is the usual CANN convention, not
-    spelled out by either doc.  RoPE here is "de-interleave, then rotate halves" (seed 002's
+    the asymmetric formula ``value * scale + offset``, spelled out by neither doc, is what the
+    950 kernel computes (below).  RoPE here is "de-interleave, then rotate halves" (seed 002's
     formula), so the cached k is in de-interleaved order.
+
+    The 950 kernel (hicann/ops-transformer ``posembedding/kv_rms_norm_rope_cache/op_kernel/
+    arch35/kv_rms_norm_rope_cache_regbase_base.h`` and ``..._regbase_full_load.h``): both
+    caches are quantized from the float32 value by a ``Mul`` with the scale and, when an offset
+    is given, an ``Add`` of the offset, then one cast to the cache dtype -- int8 through int16
+    (``CAST_RINT``, saturating), float8 with ``CAST_RINT`` + ``SatMode::SAT``, hifloat8 with
+    ``CAST_FP32_TO_HIFLOAT8`` = ``CAST_ROUND`` + ``SatMode::SAT``, the same for int8, float8
+    and hifloat8 caches in every cache mode; the entry ``op_kernel/kv_rms_norm_rope_cache_apt
+    .cpp`` (yuanfang-chen mirror) sets CTRL[60] = 0 so that the trait's saturation applies.
+    The NZ row of a 1-byte cache is ``32 / sizeof(T_K_CACHE)`` = 32 elements (``dk0`` /
+    ``dv0``); the 950 tiling (``op_host/kv_rms_norm_rope_cache_regbase_full_load_tiling.cpp``)
+    takes HIFLOAT8, FLOAT8_E4M3FN, FLOAT8_E5M2 and INT8 as quantized caches.
 
     A2/A3 facts not emulated as errors (aclnnKvRmsNormRopeCacheV2 doc, A2/A3 tiling and the
     kernel entry ``op_kernel/kv_rms_norm_rope_cache.cpp`` of the yuanfang-chen mirror): outside
@@ -900,8 +949,10 @@ npu_kv_rmsnorm_rope_cache_v2.__doc__ = """In-place :func:`npu_kv_rmsnorm_rope_ca
     ``v`` (the V2 path) included.
 
     ``k_cache_dtype`` / ``ckv_cache_dtype`` (torch_npu dtype codes) reinterpret a cache's
-    storage, e.g. a uint8 cache holding float8_e4m3fn values; hifloat8 raises
-    NotImplementedError.  Everything else as :func:`npu_kv_rmsnorm_rope_cache`.
+    storage, e.g. a uint8 cache holding float8_e4m3fn values, or ``torch_npu.hifloat8``
+    (290): a uint8 (or int8) cache holding hifloat8 codes, written with round half away from
+    zero and saturation to +-32768 (950 only; not with ``v``).  Everything else as
+    :func:`npu_kv_rmsnorm_rope_cache`.
 """
 
 npu_kv_rmsnorm_rope_cache_v2_functional.__doc__ = """Out-of-place

@@ -4,7 +4,8 @@ _v2_functional).
 Samples carry valid index values (checked eagerly, which FakeTensor cannot do); error samples
 are metadata errors only.  Caches are passed positionally (the generic compile test clones
 positional args).  float8 caches are tested in tests/ops/kv_rope_cache/ only (opcheck
-multiplies tensors, which PyTorch does not implement for float8 on CPU).
+multiplies tensors, which PyTorch does not implement for float8 on CPU); hifloat8 caches are
+uint8 tensors with ``k_cache_dtype`` / ``ckv_cache_dtype`` = 290, which only the _v2 ops take.
 """
 
 from __future__ import annotations
@@ -13,17 +14,21 @@ import math
 
 import torch
 
+from ... import dtypes
 from . import ErrorSample, Sample, entry as _entry
 
 NAMES = ("npu_kv_rmsnorm_rope_cache", "_npu_kv_rmsnorm_rope_cache_inplace",
          "npu_kv_rmsnorm_rope_cache_v2", "npu_kv_rmsnorm_rope_cache_v2_functional")
+WITH_DTYPE_CODES = NAMES[2:]
 
 
 def _make(mode="PA_BNSD", dtype=torch.float16, *, b=2, s=3, dv=32, dk=32, bs=32,
-          k_dtype=None, c_dtype=None, quant=False, is_output_kv=True, v_heads=None):
+          k_dtype=None, c_dtype=None, quant=False, is_output_kv=True, v_heads=None,
+          hifloat8=(False, False)):
     """V1 inputs, or with ``v_heads`` = N the V2 path's: kv [B, N, S, 192], v [B, N, S, 128],
     cos [B, N, S, 64], caches of widths 192 / 128 and N heads (``quant``: int8 per-head scales
-    and offsets for the quantized caches)."""
+    and offsets for the quantized caches).  ``hifloat8``: (k, ckv) caches of uint8 codes,
+    with their dtype code and a scale (k also an offset)."""
     g = torch.Generator().manual_seed(1)
     n = v_heads or 1
     if v_heads:
@@ -63,6 +68,11 @@ def _make(mode="PA_BNSD", dtype=torch.float16, *, b=2, s=3, dv=32, dk=32, bs=32,
     elif quant:
         kwargs.update(k_rope_scale=torch.rand(dk) + 1, c_kv_scale=torch.rand(dv) + 1,
                       k_rope_offset=torch.randn(dk))
+    if hifloat8[0]:
+        kwargs.update(k_cache_dtype=dtypes.HIFLOAT8, k_rope_scale=torch.rand(dk) * 100,
+                      k_rope_offset=torch.randn(dk))
+    if hifloat8[1]:
+        kwargs.update(ckv_cache_dtype=dtypes.HIFLOAT8, c_kv_scale=torch.rand(1) + 0.5)
     return (kv, gamma, cos, sin, index.to(torch.int64), kc, cc), kwargs
 
 
@@ -86,6 +96,28 @@ def _samples(e):
         Sample("v2_Norm_int8_k_n1", lambda: _make("Norm", k_dtype=torch.int8, quant=True,
                                                   v_heads=1)),
         Sample("v2_PA_BLK_NZ_fp16_n4", lambda: _make("PA_BLK_NZ", bs=16, s=20, v_heads=4)),
+    ]
+
+
+def _hifloat8_samples(e):
+    u8 = torch.uint8
+    e.samples += [
+        Sample("PA_NZ_hifloat8_both", lambda: _make("PA_NZ", k_dtype=u8, c_dtype=u8,
+                                                    hifloat8=(True, True))),
+        Sample("Norm_hifloat8_ckv_bf16", lambda: _make("Norm", torch.bfloat16, c_dtype=u8,
+                                                       hifloat8=(False, True))),
+        Sample("PA_BLK_BNSD_hifloat8_k", lambda: _make("PA_BLK_BNSD", k_dtype=u8, s=40,
+                                                       hifloat8=(True, False))),
+    ]
+
+
+def _hifloat8_errors(e, op):
+    e.errors += [
+        ErrorSample("hifloat8_code_2byte_cache", lambda: _make(hifloat8=(True, False)),
+                    TypeError, f"{op}: expected k_cache_dtype a dtype code of 2-byte elements"),
+        ErrorSample("hifloat8_nz_dk_16", lambda: _make("PA_NZ", dk=16, k_dtype=torch.uint8,
+                                                      hifloat8=(True, False)),
+                    ValueError, f"{op}: expected k_cache a last dim whose bytes"),
     ]
 
 
@@ -150,3 +182,6 @@ for _name in NAMES:
     _e = _entry(_name)
     _samples(_e)
     _errors(_e, "npu_kv_rmsnorm_rope_cache" if _name.startswith("_") else _name)
+    if _name in WITH_DTYPE_CODES:
+        _hifloat8_samples(_e)
+        _hifloat8_errors(_e, _name)
