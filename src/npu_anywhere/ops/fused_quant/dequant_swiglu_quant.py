@@ -8,8 +8,10 @@ Formula (seed 004; op-plugin
     act = swiglu(d)                          (swiglu_mode 0 / 1 / 2)
     static:  y = cast(act / quant_scale[g] + quant_offset[g]),  scale = 0
     dynamic: t = act * quant_scale[g];  scale = max|t| / DTYPE_MAX
-             y = cast(t * (DTYPE_MAX / max|t|))
+             y = cast(t * (DTYPE_MAX / max|t|))        (float4: cast(t / scale))
 
+Outputs int8, float8, hifloat8 or packed float4 (two codes per uint8); ``activate_dim`` may
+name another dim to cut into halves (dynamic quantization along the last dim then).
 Precision order and rounding: see :func:`npu_dequant_swiglu_quant`.
 """
 
@@ -23,7 +25,7 @@ from ... import checks, targets
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from ..activation.glu_core import clipped_glu_fp32, glu_halves, swiglu_fp32
-from ..quant import core
+from ..quant import core, mx
 
 OP = "npu_dequant_swiglu_quant"
 SCHEMA = ("npu_dequant_swiglu_quant(Tensor x, *, Tensor? weight_scale=None, "
@@ -39,21 +41,36 @@ DST_FORMATS = ("int8", "float8_e5m2", "float8_e4m3fn", "hifloat8")
 DST_SPELLED = ("torch.int8 (1)", "torch_npu.float8_e5m2 (291)", "torch_npu.float8_e4m3fn (292)",
                "torch_npu.hifloat8 (290)", "torch_npu.float4_e2m1 (296)",
                "torch_npu.float4_e1m2 (297)")
-FLOAT4_CODES = (296, 297)
+FLOAT4_CODES = {296: "float4_e2m1", 297: "float4_e1m2"}
 GROUP_MAX_H = 10496
+NLAST_MAX_W = 5120
 FLOAT_X = (torch.float16, torch.bfloat16)
 FLOAT_X_LOOSE = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 SCALE_LOOSE = (torch.float32, torch.float64)
 QSCALE = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def parse_format(dst_type) -> core.QuantFormat:
+def parse_format(dst_type) -> core.QuantFormat | mx.MXFormat:
+    """The output format: a :class:`core.QuantFormat`, or for the float4 codes 296 / 297 the
+    :class:`mx.MXFormat` of :data:`mx.FLOAT4_FORMATS` (uint8 storage, two codes per byte)."""
     if isinstance(dst_type, int) and not isinstance(dst_type, bool) and dst_type in FLOAT4_CODES:
-        checks.expect(False, OP, "dst_type",
-                      "a format npu_anywhere can emulate (float4 outputs are not emulated)",
-                      core.describe_code(dst_type), NotImplementedError)
+        return mx.FLOAT4_FORMATS[FLOAT4_CODES[dst_type]]
     return core.parse_dst_type(dst_type, op=OP, param="dst_type", allowed=DST_FORMATS,
                                spelled=DST_SPELLED)
+
+
+def _is_fp4(fmt) -> bool:
+    return isinstance(fmt, mx.MXFormat)
+
+
+def _dtype_max(fmt) -> float:
+    """``DTYPE_MAX`` of dynamic quantization (the 950 kernels' ``scalarMaxNum_``)."""
+    return fmt.max_value if _is_fp4(fmt) else core.max_value(fmt)
+
+
+def activation_axis(x_dim: int, activate_dim) -> int:
+    """The non-negative split dim (None: the last dim)."""
+    return x_dim - 1 if activate_dim is None else activate_dim % x_dim
 
 
 def _expect_rows(name, t, groups, width, what):
@@ -62,6 +79,30 @@ def _expect_rows(name, t, groups, width, what):
         (t.dim() == 1 and groups == 1 and t.shape[0] == width)
     checks.expect(ok, OP, name, lambda: f"shape [{groups}, {width}] ({what})",
                   lambda: tuple(t.shape))
+
+
+def check_other_axis(x, axis, activate_dim, grouped, quant_mode, swiglu_mode, product):
+    """Rules for an ``activate_dim`` other than the last dim of ``x`` (the 950's
+    ``DequantSwigluQuantV35NlastTiling`` / ``op_kernel/arch35/dequant_swiglu_quant_nlast.h``;
+    the reasons for the NotImplementedErrors are in :func:`npu_dequant_swiglu_quant`)."""
+    checks.expect(x.shape[axis] % 2 == 0, OP, "x",
+                  lambda: f"an even size at activate_dim {activate_dim}",
+                  lambda: f"shape {tuple(x.shape)}", ValueError)
+    checks.expect(not grouped, OP, "group_index",
+                  "None when activate_dim is not the last dim of x", "a tensor", ValueError)
+    if product is not None:
+        checks.expect(product is Product.ASCEND_950, OP, "activate_dim",
+                      lambda: f"the last dim of x on {product.value} (other dims: 950 only)",
+                      activate_dim, ValueError)
+        checks.expect(x.shape[-1] <= NLAST_MAX_W, OP, "x",
+                      f"a last dim (the last dim of y) of at most {NLAST_MAX_W} when "
+                      "activate_dim is not the last dim", x.shape[-1], ValueError)
+    checks.expect(swiglu_mode == 0, OP, "swiglu_mode",
+                  "0 when activate_dim is not the last dim (swiglu_mode 1 / 2 along another "
+                  "dim are not emulated)", swiglu_mode, NotImplementedError)
+    checks.expect(quant_mode == 1, OP, "quant_mode",
+                  "1 (dynamic) when activate_dim is not the last dim (static quantization along "
+                  "another dim is not emulated)", quant_mode, NotImplementedError)
 
 
 def check_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bias=None,
@@ -83,12 +124,12 @@ def check_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, b
     if round_mode is not None:
         checks.expect_one_of(round_mode, tuple(ROUND_MODES), OP, "round_mode")
     # aclnnDequantSwigluQuantV2.md and the 950 tiling (dequant_swiglu_quant_tiling_arch35.cpp):
-    # "rint" only for int8 / float8 output, "round" only for hifloat8; None means "rint"
-    # (op-plugin maps None to 0).  No product accepts anything else for these formats.
+    # "rint" only for int8 / float8 output, "round" only for hifloat8, all five for float4;
+    # None means "rint" (op-plugin maps None to 0).  No product accepts anything else.
     if fmt.name == "hifloat8":
         checks.expect(round_mode == 1, OP, "round_mode", "1 (round) for hifloat8 output",
                       round_mode, ValueError)
-    else:
+    elif not _is_fp4(fmt):
         checks.expect(round_mode in (None, 0), OP, "round_mode",
                       "None or 0 (rint) for int8 and float8 output", round_mode, ValueError)
     is_int = x.dtype == torch.int32
@@ -98,13 +139,20 @@ def check_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, b
     if activate_dim is not None:
         checks.expect(-x.dim() <= activate_dim < x.dim(), OP, "activate_dim",
                       lambda: f"in [{-x.dim()}, {x.dim() - 1}]", activate_dim, ValueError)
-        checks.expect(activate_dim % x.dim() == x.dim() - 1, OP, "activate_dim",
-                      "the last dim (other activation dims are not emulated)", activate_dim,
-                      NotImplementedError)
-    d = x.shape[-1]
-    checks.expect(d % 2 == 0, OP, "x", "an even last dim", d, ValueError)
-    h = d // 2
+    axis = activation_axis(x.dim(), activate_dim)
+    last = axis == x.dim() - 1
     grouped = group_index is not None
+    d = x.shape[-1]
+    if last:
+        checks.expect(d % 2 == 0, OP, "x", "an even last dim", d, ValueError)
+        h = width = d // 2                 # width: the last dim of y (and of quant_scale)
+    else:
+        check_other_axis(x, axis, activate_dim, grouped, quant_mode, swiglu_mode, product)
+        h = width = d
+    if _is_fp4(fmt):
+        checks.expect(width % 2 == 0, OP, "x",
+                      "a y last dim that is even for float4 output (two values per byte)",
+                      lambda: f"y last dim {width} (x shape {tuple(x.shape)})", ValueError)
     groups = 1
     devices = {"x": x}
     if grouped:
@@ -152,7 +200,8 @@ def check_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, b
                           lambda: f"shape [{groups}, {h}] or [{groups}] (static quantization)",
                           lambda: tuple(quant_scale.shape))
         else:
-            _expect_rows("quant_scale", quant_scale, groups, h, "[groupNum, H]")
+            _expect_rows("quant_scale", quant_scale, groups, width,
+                         "[groupNum, H]" if last else "the last dim of x")
         devices["quant_scale"] = quant_scale
     if quant_offset is not None and quant_mode == 0:
         checks.expect_dtype(quant_offset, QSCALE if strict else QSCALE + (torch.float64,), OP,
@@ -209,8 +258,10 @@ def dequant_swiglu_quant_reference(x, *, weight_scale=None, activation_scale=Non
                                    clamp_limit=7.0, glu_alpha=1.702, glu_bias=1.0):
     fmt = parse_format(dst_type)
     mode = ROUND_MODES[0 if round_mode is None else round_mode]     # rint, or round (hifloat8)
-    lead, d = x.shape[:-1], x.shape[-1]
-    h = d // 2
+    axis = activation_axis(x.dim(), activate_dim)
+    out_shape = list(x.shape)
+    out_shape[axis] //= 2
+    d = x.shape[-1]
     loose64 = x.dtype == torch.float64 or any(
         t is not None and t.dtype == torch.float64
         for t in (weight_scale, activation_scale, quant_scale, quant_offset))
@@ -230,7 +281,10 @@ def dequant_swiglu_quant_reference(x, *, weight_scale=None, activation_scale=Non
             v = v + _per_row(bias, gid, cdt)
     else:
         v = rows.to(cdt)                    # float x: no dequantization (op-plugin golden)
-    if swiglu_mode == 0:
+    if axis != x.dim() - 1:                 # halves along another dim (swiglu_mode 0 only)
+        act = swiglu_fp32(v.reshape(x.shape), axis, activate_left=bool(activate_left))
+        act = act.reshape(-1, d)
+    elif swiglu_mode == 0:
         act = swiglu_fp32(v, -1, activate_left=bool(activate_left))
     else:
         if swiglu_mode == 1:                # even / odd positions; activate_left has no effect
@@ -239,24 +293,31 @@ def dequant_swiglu_quant_reference(x, *, weight_scale=None, activation_scale=Non
             first, second = glu_halves(v, -1)
             gate, linear = (first, second) if activate_left else (second, first)
         act = clipped_glu_fp32(gate, linear, alpha=glu_alpha, limit=clamp_limit, bias=glu_bias)
+    fp4 = _is_fp4(fmt)
     if quant_mode == 0:
         t = act
         if quant_scale is not None:
             t = t / _per_row(quant_scale, gid, cdt, per_tensor=True)
         if quant_offset is not None:
             t = t + _per_row(quant_offset, gid, cdt, per_tensor=True)
-        scale = torch.zeros(m, dtype=torch.float32, device=x.device)
+        scale = torch.zeros(act.shape[0], dtype=torch.float32, device=x.device)
     else:
         t = act if quant_scale is None else act * _per_row(quant_scale, gid, cdt)
         amax = torch.linalg.vector_norm(t, ord=float("inf"), dim=-1, keepdim=True)
-        top = core.max_value(fmt)
-        t = t * (torch.full_like(amax, top) / amax)
+        top = _dtype_max(fmt)
+        if fp4:                             # the 950 kernel: t / (max / DTYPE_MAX)
+            t = t / (amax / top)
+        else:
+            t = t * (torch.full_like(amax, top) / amax)
         scale = (amax / top).squeeze(-1).to(torch.float32)
-    y = core.cast_to(t, fmt, round_mode=mode)
+    if fp4:
+        y = mx.cast_fp4(t, fmt, mode, via_bfloat16=True)
+    else:
+        y = core.cast_to(t, fmt, round_mode=mode)
     if inside is not None:
         y = torch.where(inside.unsqueeze(-1), y, torch.zeros_like(y))
         scale = torch.where(inside, scale, torch.zeros_like(scale))
-    return y.reshape(*lead, h), scale.reshape(lead)
+    return y.reshape(*out_shape[:-1], y.shape[-1]), scale.reshape(out_shape[:-1])
 
 
 dequant_swiglu_quant_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_dequant_swiglu_quant,
@@ -271,7 +332,7 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
                              activate_left=False, quant_mode=0, swiglu_mode=0, clamp_limit=7.0,
                              glu_alpha=1.702, glu_bias=1.0, dst_type=None, round_mode=None,
                              activate_dim=None):
-    """Dequantize (int32 matmul output), SwiGLU or its clamped variant, then quantize to int8.
+    """Dequantize (int32 matmul output), SwiGLU or its clamped variant, then quantize.
 
     Formula (seed 004; op-plugin doc page; aclnnDequantSwigluQuant(V2))::
 
@@ -285,54 +346,74 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
         swiglu_mode 2: as 1 with the halves of mode 0 (activate_left picks g)
         quant_mode 0: y = cast(act / quant_scale[g] + quant_offset[g]);  scale = 0
         quant_mode 1: t = act * quant_scale[g];  scale = max|t| / DTYPE_MAX
-                      y = cast(t * (DTYPE_MAX / max|t|))
+                      y = cast(t * (DTYPE_MAX / max|t|))         (int8, float8, hifloat8)
+                      y = cast(t / scale)                        (float4)
 
     ``g`` is the group of row ``r`` (``group_index`` holds token counts); ``DTYPE_MAX`` is 127
-    for int8; ``cast`` rounds half to even, saturates to [-128, 127] and maps NaN to 0.
+    for int8 (float8_e5m2 57344, float8_e4m3fn 448, hifloat8 32768, float4_e2m1 6,
+    float4_e1m2 1.75); ``cast`` to int8 rounds half to even, saturates to [-128, 127] and maps
+    NaN to 0.  With ``activate_dim`` another dim than the last, the halves are taken along that
+    dim (``d.chunk(2, activate_dim)``) and the rest, max and scale included, runs along the last
+    dim as above.
 
     Parameters
     ----------
     x : Tensor
         ``[TokensNum, 2H]`` (more leading dims are flattened into tokens), int32, float16 or
-        bfloat16 (float32/float64 too outside strict mode).  Last dim even.
+        bfloat16 (float32/float64 too outside strict mode).  Last dim even (the
+        ``activate_dim`` dim even instead when that is another dim).
     weight_scale : Tensor, optional
-        float32 ``[groupNum, 2H]`` (``[2H]`` accepted without groups).  Required for int32 x
-        in strict mode (seed 004; op-plugin's newer page only recommends it: without it the
-        int32 values are used as they are).  Accepted and ignored for float x.
+        float32 ``[groupNum, 2H]`` (``[2H]`` accepted without groups; ``2H`` is the last dim of
+        x).  Required for int32 x in strict mode (seed 004; op-plugin's newer page only
+        recommends it: without it the int32 values are used as they are).  Accepted and
+        ignored for float x.
     activation_scale : Tensor, optional
-        float32, one per token: ``[TokensNum]`` or ``[TokensNum, 1]``.  int32 x only.
+        float32, one per token: ``[TokensNum]`` or ``[TokensNum, 1]`` (or ``x.shape[:-1]``).
+        int32 x only.
     bias : Tensor, optional
         int32 (added to x before the cast) or, on the 950, float32/float16/bfloat16 (added after
         the dequant multiplies); ``[2H]`` or ``[groupNum, 2H]``.  int32 x only.
     quant_scale : Tensor, optional
-        float32/float16/bfloat16.  Dynamic: ``[groupNum, H]`` smooth scales (multiplied).
-        Static: ``[groupNum, H]`` or per tensor ``[groupNum]`` (divided; float32 in strict mode).
+        float32/float16/bfloat16.  Dynamic: ``[groupNum, H]`` smooth scales (multiplied; with
+        another ``activate_dim``: ``[x.shape[-1]]``, the last dim of y).  Static:
+        ``[groupNum, H]`` or per tensor ``[groupNum]`` (divided; float32 in strict mode).
     quant_offset : Tensor, optional
         Static only (ignored in dynamic mode): quant_scale's shapes.
     group_index : Tensor, optional
-        int64 ``[groupNum]`` (int32 accepted outside strict mode), tokens per group.
+        int64 ``[groupNum]`` (int32 accepted outside strict mode), tokens per group.  None
+        when ``activate_dim`` is not the last dim (seed 004, aclnnDequantSwigluQuantV2.md).
     activate_left : bool
         swiglu_mode 0/2: True activates the first half (seed: ``swish(split[0]) * split[1]``).
     quant_mode : int
         0 static, 1 dynamic.
     swiglu_mode, clamp_limit, glu_alpha, glu_bias
         See the formula; clamp_limit must be positive and finite, glu_alpha/glu_bias finite.
-    dst_type, round_mode, activate_dim
-        op-plugin's 950 extras: dst_type int8 (1, default), float8_e5m2 (291), float8_e4m3fn
-        (292) (half to even, saturating to +-57344 / +-448 with NaN -> +0: the 950 kernel's
-        ``CAST_FP32_TO_FP8`` is ``SatMode::SAT``; ``DTYPE_MAX`` 57344 / 448 in dynamic mode),
-        hifloat8 (290, uint8 codes: half away from zero, saturating to +-32768, NaN -> 0,
-        ``DTYPE_MAX`` 32768 in dynamic mode); float4 raises NotImplementedError.
-        round_mode (0 rint, 1 round, 2 floor, 3 ceil, 4 trunc; None means 0): int8 and
-        float8 output take only None / 0 and hifloat8 only 1 (aclnnDequantSwigluQuantV2.md,
-        ``dequant_swiglu_quant_tiling_arch35.cpp``; the other modes are for the float4
-        outputs).  activate_dim: only the last dim (others raise NotImplementedError).
+    dst_type : int, optional
+        op-plugin's 950 extra (aclnnDequantSwigluQuantV2's ``dstType``): int8 (1, default),
+        float8_e5m2 (291), float8_e4m3fn (292) (half to even, saturating to +-57344 / +-448
+        with NaN -> +0: the 950 kernel's ``CAST_FP32_TO_FP8`` is ``SatMode::SAT``), hifloat8
+        (290, uint8 codes: half away from zero, saturating to +-32768, NaN -> 0),
+        ``torch_npu.float4_e2m1`` (296) and ``torch_npu.float4_e1m2`` (297): uint8 bytes with
+        two float4 codes each (element ``2i`` of the last dim in the low nibble, op-plugin's
+        ``apply_tensor_without_format(..., Byte)`` with the last dim halved); a float4 code is
+        the sign in bit 3 and, for e2m1, 0 0.5 1 1.5 2 3 4 6 as codes 0..7, for e1m2 the
+        magnitude ``4 |v|`` (0, 0.25, ..., 1.75).  float4 values saturate to +-6 / +-1.75 and
+        NaN gives +0 (see the notes for the rounding).
+    round_mode : int, optional
+        0 rint, 1 round, 2 floor, 3 ceil, 4 trunc (None means 0).  int8 and float8 output take
+        only None / 0 and hifloat8 only 1; float4 output takes all five
+        (aclnnDequantSwigluQuantV2.md, ``dequant_swiglu_quant_tiling_arch35.cpp``).
+    activate_dim : int, optional
+        The dim cut into halves, in ``[-x.dim(), x.dim() - 1]`` (None: the last dim).  Another
+        dim than the last needs ``quant_mode=1``, ``swiglu_mode=0`` and no group_index.
 
     Returns
     -------
     (y, scale)
-        ``y``: ``x.shape[:-1] + (H,)``, int8 (or the float8 dtype; hifloat8: uint8).
-        ``scale``: float32, ``x.shape[:-1]``: ``max|t| / DTYPE_MAX`` in dynamic mode (the
+        ``y``: ``x.shape`` with the ``activate_dim`` dim halved (the last dim by default:
+        ``x.shape[:-1] + (H,)``), int8 (or the float8 dtype; hifloat8: uint8; float4: uint8
+        with the last dim halved once more).  ``scale``: float32, ``y.shape[:-1]`` (one per
+        row of y along its last dim): ``max|t| / DTYPE_MAX`` in dynamic mode (the
         dequantization scale, unlike npu_swiglu_quant's multiplier), zeros in static mode.  An
         all-zero row gives scale 0 and y 0 (0 / 0 = NaN, which every cast maps to 0; a NaN
         row: scale NaN, y 0).  Rows past the groups' total are 0 (garbage on the NPU).
@@ -341,9 +422,13 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
     -----------
     Products: A2, A3 (seed) and the 950 (aclnnDequantSwigluQuantV2).  Strict mode: float64 and
     float32 x rejected, int32 x needs weight_scale, group_index needs quant_mode 1, no bias /
-    quant_offset, and H <= 10496 with H % 64 == 0; dst_type / round_mode other than the default
-    and float bias only on the 950.  group_index values (sum <= TokensNum) are not checked
-    (data; the NPU reads out of bounds).
+    quant_offset, and H <= 10496 with H % 64 == 0; dst_type / round_mode other than the default,
+    float bias and an ``activate_dim`` other than the last dim only on the 950 (A2/A3: int8,
+    rint and ``activateDim`` -1 only, aclnnDequantSwigluQuantV2.md), and on the 950 with
+    another ``activate_dim`` the last dim of y at most 5120 (same page; the table says "less
+    than 5120", the constraints section "not more than").  Every product: float4 output needs
+    an even last dim of y; group_index None with another ``activate_dim``.  group_index values
+    (sum <= TokensNum) are not checked (data; the NPU reads out of bounds).
 
     Notes
     -----
@@ -370,6 +455,41 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
       also evaluates ``127 / max`` as torch does, ``reciprocal(max) * 127``, and uses 127 for
       float outputs when quant_scale is given; we use one rounding and each format's
       ``DTYPE_MAX``, as the 950 kernel's ``scalarMaxNum_`` does.)
+    * float4 output exists only on the 950, and op-plugin's golden has no float4 case (its
+      ``transform_output`` returns nothing for 296 / 297), so float4 follows the 950 kernels
+      (``op_kernel/arch35/dequant_swiglu_quant_common.h`` ``CastY``, ``dequant_swiglu_quant.h``,
+      ``dequant_swiglu_quant_nlast.h``, ``dequant_swiglu_quant_dynamic_not_full_vf.h``): a
+      per-row float32 scale with ``DTYPE_MAX`` 6 / 1.75 (not MX e8m0 blocks; op-plugin's
+      golden ``MAX_VALUE_WITH_FLOAT4E2M1`` / ``...E1M2`` agree), the dynamic quotient
+      ``t / scale`` (divided, as the kernel and the CANN TTK golden do), then two roundings:
+      float32 -> bfloat16 (``CAST_FP32_TO_BF16``, half to even) and bfloat16 -> float4 with
+      ``round_mode`` (``CAST_BF16_TO_FP4_*``), see :func:`mx.cast_fp4`.  So ``floor`` is
+      applied to the bfloat16 value (``floor(2 - 2**-12)`` gives 2, not 1.5) and a float32
+      value within half a bfloat16 ulp of a float4 tie rounds as the tie.  The CANN TTK golden
+      (``tests/st/arch35/assets/golden.py``, hicann/ops-nn commit a73608a) instead rounds the
+      float32 value once, half to even, with ``ml_dtypes``, whatever ``round_mode`` says; its
+      kernel tests compare with a tolerance.  A zero result keeps its sign (``-0.1`` rounds to
+      the code of -0, 8).
+    * ``activate_dim`` other than the last dim follows the 950 kernel selected for it
+      (``DequantSwigluQuantV35NlastTiling``, ``op_kernel/arch35/dequant_swiglu_quant_nlast.h``):
+      x is viewed as ``[pre, 2 * cut, last]``, the two halves along the cut dim are dequantized
+      with the same ``weight_scale`` / ``bias`` along the last dim and each row with its own
+      activation scale, ``act = swish(A) * B`` with ``activate_left`` choosing ``A``, then
+      ``quant_scale`` (length ``x.shape[-1]``) multiplies, and each row of the last dim gets
+      ``scale = max / DTYPE_MAX`` and ``y = cast(t / scale)`` (we order the int8 / float8 /
+      hifloat8 quotient as on the last dim, see above; output and scale shapes: op-plugin's
+      ``npu_dequant_swiglu_quant_meta``).  Two combinations raise NotImplementedError because
+      the sources contradict each other or say nothing: (1) ``quant_mode=0``:
+      aclnnDequantSwigluQuantV2.md says another dim supports *only* static quantization, but
+      that kernel has no static path (it ignores quant_mode and quant_offset, multiplies by
+      quant_scale and quantizes dynamically) and every such case of the CANN kernel tests
+      (``tests/st/arch35/ttk_kernel_dequant_swiglu_quant.csv``) is dynamic; we emulate the
+      dynamic mode the kernel and the tests pin down. (2) ``swiglu_mode`` 1 / 2: that kernel
+      only computes the standard swiglu (it ignores swiglu_mode), and no source says what the
+      clamped variants mean along another dim.  (The CANN TTK golden moves the activation dim
+      to the end and takes the max along it; that contradicts the kernel, the scale shape
+      ``y.shape[:-1]`` the 950 tiling checks (``CheckOutputScale``) and the shapes of its own
+      test cases.)
     * swiglu_mode 1 splits even/odd positions and ignores activate_left (golden and
       aclnnDequantSwigluQuantV2.md: ``x_glu`` the even indices); swiglu_mode 2 (op-plugin's
       page) uses the halves.  Built on glu_core (``swiglu_fp32``, ``clipped_glu_fp32``), whose
@@ -386,6 +506,11 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
     ...     x, weight_scale=torch.rand(1, 64), activation_scale=torch.rand(8, 1), quant_mode=1)
     >>> y.shape, y.dtype, scale.shape
     (torch.Size([8, 32]), torch.int8, torch.Size([8]))
+    >>> y, scale = npu_anywhere.npu_dequant_swiglu_quant(
+    ...     torch.randn(4, 6, 16, dtype=torch.bfloat16), quant_mode=1, dst_type=296,
+    ...     activate_dim=1)
+    >>> y.shape, y.dtype, scale.shape
+    (torch.Size([4, 3, 8]), torch.uint8, torch.Size([4, 3]))
     """
     return dequant_swiglu_quant_op(
         x, weight_scale=weight_scale, activation_scale=activation_scale, bias=bias,

@@ -15,6 +15,9 @@ What is here (pure PyTorch, vectorized, traceable by FakeTensor and ``torch.comp
 * :func:`encode_e2m1` / :func:`decode_e2m1`, :func:`pack_fp4` / :func:`unpack_fp4` -- float4
   codes and their two-per-byte packing.
 * :func:`e8m0_to_float` -- scale codes back to float32.
+* :data:`FLOAT4_E1M2`, :func:`encode_e1m2` / :func:`decode_e1m2`, :func:`encode_fp4` and
+  :func:`cast_fp4` -- per-element float4 casts (both float4 formats, all five round modes,
+  optionally through bfloat16 as the 950 kernels convert), for ops with per-token scales.
 * :func:`quantize` -- the whole block quantization along the last dim; returns the element
   tensor and the scale codes in the ``(..., ceil(blocks / 2), 2)`` layout.
 
@@ -286,6 +289,70 @@ def unpack_fp4(packed: torch.Tensor) -> torch.Tensor:
     p = packed.to(torch.int32)
     both = torch.stack((p & 0xF, (p >> 4) & 0xF), dim=-1)
     return both.reshape(*packed.shape[:-1], packed.shape[-1] * 2).to(torch.uint8)
+
+
+# -- float4_e1m2 and per-element float4 casts -----------------------------------------------------
+
+FLOAT4_E1M2 = MXFormat("float4_e1m2", 0, 2, 0, 1.75, torch.uint8)
+"""float4_e1m2: sign, one exponent bit (bias 1), two mantissa bits, no inf / NaN.  Its values
+0, 0.25, 0.5, ..., 1.75 are a uniform grid (the subnormals ``m / 4`` and the normals
+``1 + m / 4``), largest 1.75 (torch_npu's ``DTYPE_MAX`` for it, op-plugin
+``test/test_custom_ops/test_npu_dequant_swiglu_quant.py`` ``MAX_VALUE_WITH_FLOAT4E1M2``).  Not an
+MX element format of any documented MX op, so it is kept out of :data:`FORMATS`."""
+
+FLOAT4_FORMATS: dict[str, MXFormat] = {"float4_e2m1": FORMATS["float4_e2m1"],
+                                       "float4_e1m2": FLOAT4_E1M2}
+"""The two float4 formats (torch_npu codes 296 and 297), by name."""
+
+
+def encode_e1m2(values: torch.Tensor) -> torch.Tensor:
+    """float4_e1m2 codes (uint8, 0..15) of float32 values already on the e1m2 grid.
+
+    Bit 3 is the sign, bit 2 the exponent, bits 1..0 the mantissa; on this grid the magnitude
+    code is simply ``4 * |v|`` (0.25 -> 1, 1.0 -> 4, 1.75 -> 7); -0 is 8.
+    """
+    mag = (values.abs() * 4).to(torch.int32)
+    sign = torch.signbit(values).to(torch.int32) << 3
+    return (mag | sign).to(torch.uint8)
+
+
+def decode_e1m2(codes: torch.Tensor) -> torch.Tensor:
+    """float32 values of float4_e1m2 codes (low four bits of any integer tensor)."""
+    c = codes.to(torch.int32) & 0xF
+    mag = (c & 7).to(torch.float32) * 0.25
+    return torch.where(c >= 8, -mag, mag)
+
+
+def encode_fp4(values: torch.Tensor, fmt: MXFormat) -> torch.Tensor:
+    """float4 codes of values on the grid of ``fmt`` (float4_e2m1 or :data:`FLOAT4_E1M2`)."""
+    if fmt.name == "float4_e1m2":
+        return encode_e1m2(values)
+    if fmt.name == "float4_e2m1":
+        return encode_e2m1(values)
+    raise ValueError(f"encode_fp4: expected a float4 format, but got {fmt.name}")
+
+
+def cast_fp4(v: torch.Tensor, fmt: MXFormat, round_mode: str = "rint", *,
+             via_bfloat16: bool = False) -> torch.Tensor:
+    """Round float values to a float4 format and pack them two per byte along the last dim.
+
+    ``round_mode`` is any of :data:`core.ROUND_MODES` (``rint``, ``round``, ``floor``, ``ceil``,
+    ``trunc``); values beyond the format saturate to ``+-max_value``, NaN gives +0, a zero
+    result keeps the sign of its input (:func:`round_to_format`).  ``via_bfloat16=True`` first
+    rounds the float32 values to bfloat16 (half to even), as the Ascend 950 kernels do when they
+    convert float32 with ``Cast<bfloat16_t, float, CAST_RINT>`` and then
+    ``Cast<fp4x2_*, bfloat16_t, round mode>`` (bfloat16 -> float4 is the only float4 conversion
+    of the 950's ``Cast``: cannmirror/asc-devkit ``docs/zh/api/SIMD-API/基础API/Reg矢量计算/
+    类型转换/Cast.md``, which also states the saturation and NaN -> 0 of that conversion).  The
+    two roundings differ from one rounding of the float32 value where it lies within half a
+    bfloat16 ulp of a float4 tie (``rint``/``round``) or of a float4 value (``floor``/``ceil``/
+    ``trunc``: ``floor(2 - 2**-12)`` is 2, not 1.5).  Returns uint8 ``(..., n / 2)``, element
+    ``2i`` in the low nibble (:func:`pack_fp4`; ``n`` must be even).
+    """
+    v = v.to(torch.float32)
+    if via_bfloat16:
+        v = v.to(torch.bfloat16).to(torch.float32)
+    return pack_fp4(encode_fp4(round_to_format(v, fmt, round_mode), fmt))
 
 
 # -- block quantization --------------------------------------------------------------------------

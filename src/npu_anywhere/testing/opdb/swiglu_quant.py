@@ -94,6 +94,24 @@ def _dequant_swiglu_quant() -> None:
         Sample("hifloat8_static", lambda: (
             (_ints(3, 8),), {"weight_scale": torch.rand(8), "quant_scale": _pos(1),
                              "dst_type": 290, "round_mode": 1})),
+        Sample("float4_e2m1_dynamic", lambda: (
+            (_g(3, 16, dtype=_BF16),), {"quant_mode": 1, "dst_type": 296})),
+        Sample("float4_e1m2_static_floor", lambda: (
+            (_ints(2, 3, 8),), {"weight_scale": torch.rand(1, 8),
+                                "activation_scale": _pos(2, 3), "quant_scale": _pos(1, 4) * 8,
+                                "quant_offset": _g(1, 4), "dst_type": 297, "round_mode": 2})),
+        Sample("float4_e2m1_groups_trunc", lambda: (
+            (_ints(5, 16),), {"weight_scale": torch.rand(2, 16), "quant_scale": _pos(2, 8),
+                              "group_index": torch.tensor([2, 2], dtype=_I64),
+                              "quant_mode": 1, "dst_type": 296, "round_mode": 4})),
+        Sample("activate_dim0_int8", lambda: (
+            (_ints(4, 3, 10),), {"weight_scale": torch.rand(10), "activation_scale": _pos(4, 3),
+                                 "bias": torch.randint(-2, 2, (10,), dtype=_I32),
+                                 "quant_scale": _pos(10), "quant_mode": 1,
+                                 "activate_dim": 0})),
+        Sample("activate_dim1_float4_e1m2_ceil", lambda: (
+            (_g(2, 6, 8, dtype=_BF16),), {"quant_mode": 1, "activate_dim": 1, "dst_type": 297,
+                                          "round_mode": 3, "activate_left": True})),
     ]
     e.errors += [
         ErrorSample("odd_last", lambda: ((_ints(2, 7),), {}), ValueError,
@@ -114,6 +132,17 @@ def _dequant_swiglu_quant() -> None:
                     ValueError, "npu_dequant_swiglu_quant: expected round_mode None or 0"),
         ErrorSample("clamp_limit", lambda: ((_ints(2, 8),), {"clamp_limit": -1.0}),
                     ValueError, "npu_dequant_swiglu_quant: expected clamp_limit"),
+        ErrorSample("float4_odd_y", lambda: ((_ints(2, 6),), {"dst_type": 296}), ValueError,
+                    "npu_dequant_swiglu_quant: expected x a y last dim that is even"),
+        ErrorSample("other_dim_group_index", lambda: (
+            (_ints(4, 8),), {"activate_dim": 0, "quant_mode": 1,
+                             "group_index": torch.tensor([2], dtype=_I64)}),
+            ValueError, "npu_dequant_swiglu_quant: expected group_index None when"),
+        ErrorSample("other_dim_static", lambda: ((_ints(4, 8),), {"activate_dim": 0}),
+                    NotImplementedError, "npu_dequant_swiglu_quant: expected quant_mode 1"),
+        ErrorSample("other_dim_swiglu_mode", lambda: (
+            (_ints(4, 8),), {"activate_dim": -2, "quant_mode": 1, "swiglu_mode": 1}),
+            NotImplementedError, "npu_dequant_swiglu_quant: expected swiglu_mode 0"),
     ]
 
 
