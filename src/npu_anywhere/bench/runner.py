@@ -40,6 +40,34 @@ def median_time(fn: Callable[[], object], device: torch.device, *, min_time: flo
     return statistics.median(samples)
 
 
+def interleaved_times(fns: dict[str, Callable[[], object]], device: torch.device, *,
+                      min_time: float = 0.2, rounds: int = 5, max_iters: int = 200,
+                      warmup: int = 3) -> dict[str, float]:
+    """Median seconds per call of each function, timed in ``rounds`` interleaved rounds.
+
+    Each round times every function in turn for ``min_time / rounds`` seconds (at least one
+    call), so a slow drift of the machine -- another process, frequency changes -- lands on all
+    contenders alike instead of on whichever ran during it.
+    """
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    _sync(device)
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            begin = time.perf_counter()
+            taken = 0
+            while taken < max(1, max_iters // rounds) and (
+                    time.perf_counter() - begin < min_time / rounds or taken == 0):
+                start = time.perf_counter()
+                fn()
+                _sync(device)
+                samples[name].append(time.perf_counter() - start)
+                taken += 1
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
 def copy_bandwidth(nbytes: int, device: torch.device) -> float:
     """Bytes per second of reading + writing ``nbytes`` in total with a plain copy."""
     half = max(nbytes // 2, 1 << 12)
@@ -103,9 +131,9 @@ def run(cases: Iterable[Case], device: Optional[torch.device] = None,
         floor = case.bytes_moved / bandwidth[case.bytes_moved]
         # Warm up past the compiled provider's tiering threshold, so hot paths are measured.
         warmup = (compiled.compile_after() or 0) + 3
-        times = {name: median_time(lambda fn=fn: fn(*inputs), device, min_time=min_time,
-                                   warmup=warmup)
-                 for name, fn in case.contenders.items()}
+        times = interleaved_times({name: (lambda fn=fn: fn(*inputs))
+                                   for name, fn in case.contenders.items()},
+                                  device, min_time=min_time, warmup=warmup)
         naive = times.get("naive")
         for name, seconds in times.items():
             row = {"case": case.name, "op": case.op, "preset": case.preset,

@@ -16,7 +16,10 @@ Other costs, contained:
 
 * Each specialization gets its own code object, so they do not compete for dynamo's
   per-function recompile limit.  Shapes start static and turn dynamic on the first shape change
-  (torch.compile's automatic dynamic shapes); Inductor caches compiled code on disk.
+  (torch.compile's automatic dynamic shapes); Inductor caches compiled code on disk.  Keys name
+  the sizes a model keeps fixed (hidden size, head size): each gets static code of its own, and
+  only the token count turns dynamic (DeepSeek normalizes three widths per layer; one shared
+  dynamic kernel for all of them is markedly slower at decode sizes).
 * If compilation fails (no C++ compiler, unsupported platform), the provider logs why once,
   disables itself and the call runs the reference.
 * Intermediate roundings are kept (``emulate_precision_casts``), so compiled results equal the

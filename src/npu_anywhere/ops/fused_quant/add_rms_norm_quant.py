@@ -225,7 +225,7 @@ def _bind(x1, x2, gamma, scales1, zero_points1=None, beta=None, scales2=None, ze
 
 def _key(x1, x2, gamma, scales1, zero_points1, beta, scales2, zero_points2, epsilon, div_mode,
          dst_type):
-    return (x1.dtype, gamma.dim(), scales1.dtype, x1.device.type, div_mode, dst_type,
+    return (x1.dtype, tuple(gamma.shape), scales1.dtype, x1.device.type, div_mode, dst_type,
             tuple(None if t is None else t.dtype
                   for t in (zero_points1, beta, scales2, zero_points2)))
 

@@ -196,7 +196,7 @@ def _bind(x, gamma, beta, scale, offset, epsilon=1e-06, *, dst_dtype=None):
 rms_core.register_compiled(
     rms_norm_quant_op, _body,
     key=lambda x, gamma, beta, scale, offset, epsilon, dst_dtype: (
-        x.dtype, gamma.dim(), scale.dtype, offset.dtype, x.device.type, dst_dtype),
+        x.dtype, tuple(gamma.shape), scale.dtype, offset.dtype, x.device.type, dst_dtype),
     numerics=lambda *a, **k: rounds_intermediates(), bind=_bind)
 
 

@@ -115,7 +115,7 @@ def _bind(x1, x2, gamma, epsilon=1e-06):
 
 rms_core.register_compiled(
     add_rms_norm_cast_op, _add_rms_norm_cast_body,
-    key=lambda x1, x2, gamma, epsilon: (x1.dtype, gamma.dim(), x1.device.type),
+    key=lambda x1, x2, gamma, epsilon: (x1.dtype, tuple(gamma.shape), x1.device.type),
     numerics=lambda *a, **k: rounds_intermediates(), bind=_bind)
 
 

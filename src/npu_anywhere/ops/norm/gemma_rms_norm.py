@@ -107,7 +107,7 @@ def _bind(self, gamma, epsilon=1e-06):
 
 rms_core.register_compiled(
     gemma_rms_norm_op, _gemma_body,
-    key=lambda self, gamma, epsilon: (self.dtype, gamma.dim(), self.device.type),
+    key=lambda self, gamma, epsilon: (self.dtype, tuple(gamma.shape), self.device.type),
     numerics=lambda *a, **k: None, bind=_bind)
 
 

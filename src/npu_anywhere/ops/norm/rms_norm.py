@@ -243,7 +243,8 @@ def _bind(self, gamma, epsilon=1e-06):
 
 rms_core.register_compiled(
     rms_norm_op, _rms_norm_body,
-    key=lambda self, gamma, epsilon: (self.dtype, gamma.dtype, gamma.dim(), self.device.type),
+    key=lambda self, gamma, epsilon: (self.dtype, gamma.dtype, tuple(gamma.shape),
+                                      self.device.type),
     numerics=lambda self, gamma, epsilon=1e-06: _round_before_gamma(self),
     bind=_bind)
 
@@ -254,7 +255,7 @@ def _backward_body(dy, self, gamma, rstd, _numerics=None):
 
 rms_core.register_compiled(
     rms_norm_backward_op, _backward_body,
-    key=lambda dy, self, gamma, rstd: (self.dtype, gamma.dtype, gamma.dim(), rstd.dim(),
+    key=lambda dy, self, gamma, rstd: (self.dtype, gamma.dtype, tuple(gamma.shape), rstd.dim(),
                                        self.device.type),
     numerics=lambda *a, **k: None, bind=lambda dy, self, gamma, rstd: (dy, self, gamma, rstd))
 

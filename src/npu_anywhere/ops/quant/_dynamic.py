@@ -184,6 +184,7 @@ def uses_a2_kernel(fmt: core.QuantFormat, quant_mode: str) -> bool:
 
 def output_key(input, smooth_scales=None, group_index=None, dst_type=None,
                quant_mode="pertoken"):
-    """Compiled-provider specialization key."""
-    return (quant_mode, input.dtype, input.device.type, dst_type,
+    """Compiled-provider specialization key (the hidden size included: each width gets its own
+    static code, and only the token count turns dynamic)."""
+    return (quant_mode, input.shape[-1], input.dtype, input.device.type, dst_type,
             None if smooth_scales is None else smooth_scales.dtype, group_index is None)
