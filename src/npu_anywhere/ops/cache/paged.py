@@ -55,11 +55,14 @@ def as_words(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
     For code that only moves bits: compiled copies of wide integers vectorize, while Inductor
     moves 1- and 2-byte integers one at a time (twice as slow for a bfloat16 cache write).
+    ``Tensor.view(dtype)`` itself refuses what cannot be reinterpreted (a strided last dim, a
+    last dim or storage offset that is not a whole number of words).
     """
-    for width, dtype in ((8, torch.int64), (4, torch.int32)):
-        if all(t.stride(-1) == 1 and (t.shape[-1] * t.element_size()) % width == 0
-               and (t.storage_offset() * t.element_size()) % width == 0 for t in tensors):
+    for dtype in (torch.int64, torch.int32):
+        try:
             return tuple(t.view(dtype) for t in tensors)
+        except RuntimeError:
+            continue
     return tuple(bitwise(t) for t in tensors)
 
 
