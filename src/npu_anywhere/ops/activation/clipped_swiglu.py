@@ -68,7 +68,7 @@ def clipped_swiglu_reference(x, *, group_index=None, dim=-1, alpha=1.702, limit=
         # they keep whatever the freshly allocated output held).
         computed = torch.arange(pre, device=x.device) < group_index.sum()
         y = torch.where(computed.unsqueeze(-1), y, torch.zeros((), dtype=y.dtype,
-                                                                device=y.device))
+                                                               device=y.device))
     out_shape = list(x.shape)
     out_shape[n] = out_shape[n] // 2
     return y.to(x.dtype).reshape(out_shape)
@@ -135,7 +135,7 @@ def npu_clipped_swiglu(x, *, group_index=None, dim=-1, alpha=1.702, limit=7.0, b
     torch.Size([4608, 1024])
     """
     return clipped_swiglu_op(x, group_index=group_index, dim=dim, alpha=alpha,
-                                      limit=limit, bias=bias, interleaved=interleaved)
+                             limit=limit, bias=bias, interleaved=interleaved)
 
 
 compiled.register(

@@ -274,8 +274,8 @@ def npu_advance_step_flashattn(input_tokens, sampled_token_ids, input_positions,
     tiling checks in ``op_host/advance_step_tiling.cpp``).
     """
     advance_step_op(input_tokens, sampled_token_ids, input_positions, seq_lens,
-                             slot_mapping, block_tables, num_seqs, num_queries, block_size,
-                             spec_token=spec_token, accepted_num=accepted_num)
+                    slot_mapping, block_tables, num_seqs, num_queries, block_size,
+                    spec_token=spec_token, accepted_num=accepted_num)
 
 
 TORCH_NPU_FUNCTIONS = {"npu_advance_step_flashattn": npu_advance_step_flashattn}

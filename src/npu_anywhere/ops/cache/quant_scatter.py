@@ -200,8 +200,8 @@ npu_quant_scatter_inplace_op.forbid_autograd("npu_quant_scatter_ has no backward
 def _inplace_composite(self, indices, updates, quant_scales, quant_zero_points=None, axis=-2,
                        quant_axis=-1, reduce="update", dst_type=None, round_mode="rint"):
     npu_quant_scatter_inplace_op(self, indices, updates, quant_scales,
-                                          quant_zero_points, axis, quant_axis, reduce, dst_type,
-                                          round_mode)
+                                 quant_zero_points, axis, quant_axis, reduce, dst_type,
+                                 round_mode)
     return self
 
 
@@ -303,8 +303,8 @@ def npu_quant_scatter(input=None, indices=None, updates=None, quant_scales=None,
                       quant_zero_points=None, axis=-2, quant_axis=-1, reduce="update",
                       dst_type=None, round_mode="rint", **kwargs):
     return npu_quant_scatter_op(_input(OP, input, kwargs), indices, updates,
-                                         quant_scales, quant_zero_points, axis, quant_axis,
-                                         reduce, dst_type, round_mode)
+                                quant_scales, quant_zero_points, axis, quant_axis,
+                                reduce, dst_type, round_mode)
 
 
 def npu_quant_scatter_(input=None, indices=None, updates=None, quant_scales=None,

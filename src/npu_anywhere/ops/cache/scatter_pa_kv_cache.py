@@ -501,9 +501,9 @@ def npu_scatter_pa_kv_cache(key, value, key_cache, value_cache, slot_mapping, *,
                             compress_lens=None, compress_seq_offsets=None, seq_lens=None,
                             cache_mode="PA_NZ"):
     scatter_pa_kv_cache_op(key, value, key_cache, value_cache, slot_mapping,
-                                    compress_lens=compress_lens,
-                                    compress_seq_offsets=compress_seq_offsets,
-                                    seq_lens=seq_lens, cache_mode=cache_mode)
+                           compress_lens=compress_lens,
+                           compress_seq_offsets=compress_seq_offsets,
+                           seq_lens=seq_lens, cache_mode=cache_mode)
 
 
 def npu_scatter_pa_kv_cache_functional(key, value, key_cache, value_cache, slot_mapping, *,

@@ -213,8 +213,8 @@ def npu_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=None,
     (torch.int8, torch.float16)
     """
     return add_rms_norm_quant_op(x1, x2, gamma, scales1, zero_points1, beta, scales2,
-                                          zero_points2, axis=axis, epsilon=epsilon,
-                                          div_mode=div_mode, dst_type=dst_type)
+                                 zero_points2, axis=axis, epsilon=epsilon,
+                                 div_mode=div_mode, dst_type=dst_type)
 
 
 def _bind(x1, x2, gamma, scales1, zero_points1=None, beta=None, scales2=None, zero_points2=None,

@@ -186,7 +186,7 @@ def npu_rms_norm_quant(x, gamma, beta, scale, offset, epsilon=1e-06, *, dst_dtyp
     torch.int8
     """
     return rms_norm_quant_op(x, gamma, beta, scale, offset, epsilon,
-                                      dst_dtype=dst_dtype)
+                             dst_dtype=dst_dtype)
 
 
 def _bind(x, gamma, beta, scale, offset, epsilon=1e-06, *, dst_dtype=None):

@@ -46,7 +46,7 @@ def _expect_scale_shape(name, t, groups, n, grouped):
     what = (lambda: f"shape [G, {n}] or [G] with G == group_index.numel() ({groups})") \
         if grouped else (lambda: f"shape [G, {n}] or [G] (G >= 1; row 0 is used)")
     ok = (t.dim() == 1 or t.shape[1] == n) and (t.shape[0] == groups if grouped
-                                                 else t.shape[0] >= 1)
+                                                else t.shape[0] >= 1)
     checks.expect(ok, OP, name, what, lambda: tuple(t.shape))
 
 
@@ -243,9 +243,9 @@ def npu_swiglu_quant(x, *, smooth_scales=None, offsets=None, group_index=None,
     (torch.Size([8, 16]), torch.int8, torch.Size([8]))
     """
     return swiglu_quant_op(x, smooth_scales=smooth_scales, offsets=offsets,
-                                    group_index=group_index, activate_left=activate_left,
-                                    quant_mode=quant_mode, group_list_type=group_list_type,
-                                    dst_type=dst_type)
+                           group_index=group_index, activate_left=activate_left,
+                           quant_mode=quant_mode, group_list_type=group_list_type,
+                           dst_type=dst_type)
 
 
 TORCH_NPU_FUNCTIONS = {"npu_swiglu_quant": npu_swiglu_quant}

@@ -612,7 +612,7 @@ def _functional_reference(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_r
 
 def _functional_fake(kv, gamma, cos, sin, index, k_cache, ckv_cache, **kwargs):
     return _outputs_fake(kv, gamma, cos, kwargs.get("v")) + (torch.empty_like(k_cache),
-                                                           torch.empty_like(ckv_cache))
+                                                             torch.empty_like(ckv_cache))
 
 
 _NO_GRAD = "an inference cache write (no backward in op-plugin's derivatives.yaml)"

@@ -24,7 +24,7 @@ from .rms_core import add_rms_norm_fp32, check_gamma, rounds_intermediates, stat
 
 OP = "npu_add_rms_norm"
 SCHEMA = ("npu_add_rms_norm(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) "
-               "-> (Tensor, Tensor, Tensor)")
+          "-> (Tensor, Tensor, Tensor)")
 
 _SUPPORTED = frozenset({Product.ATLAS_INFERENCE, Product.A2, Product.A3, Product.ASCEND_950})
 

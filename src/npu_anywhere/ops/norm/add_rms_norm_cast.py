@@ -23,7 +23,7 @@ from .rms_core import add_rms_norm_fp32, rounds_intermediates
 
 OP = "npu_add_rms_norm_cast"
 SCHEMA = ("npu_add_rms_norm_cast(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) "
-               "-> (Tensor, Tensor, Tensor, Tensor)")
+          "-> (Tensor, Tensor, Tensor, Tensor)")
 
 _SUPPORTED = frozenset({Product.A2, Product.A3, Product.ASCEND_950})
 _DTYPES = (torch.float16, torch.bfloat16)

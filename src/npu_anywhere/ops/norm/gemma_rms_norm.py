@@ -18,7 +18,7 @@ from .rms_norm import check_dtype_pair
 
 OP = "npu_gemma_rms_norm"
 SCHEMA = ("npu_gemma_rms_norm(Tensor self, Tensor gamma, float epsilon=1e-06) "
-               "-> (Tensor, Tensor)")
+          "-> (Tensor, Tensor)")
 
 _SUPPORTED = frozenset({Product.A2, Product.A3, Product.ASCEND_950})
 

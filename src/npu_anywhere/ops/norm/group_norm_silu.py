@@ -19,7 +19,7 @@ from .group_core import check_affine, check_group_input, group_norm_fp32
 
 OP = "npu_group_norm_silu"
 SCHEMA = ("npu_group_norm_silu(Tensor input, Tensor? weight, Tensor? bias, int group, "
-               "float eps=0.00001) -> (Tensor, Tensor, Tensor)")
+          "float eps=0.00001) -> (Tensor, Tensor, Tensor)")
 
 _SUPPORTED = frozenset({Product.ATLAS_INFERENCE, Product.A2, Product.A3, Product.ASCEND_950})
 

@@ -20,12 +20,12 @@ from .rms_core import compute_dtype
 
 OP = "npu_group_norm_swish"
 SCHEMA = ("npu_group_norm_swish(Tensor input, int num_groups, Tensor weight, Tensor bias, "
-               "float? eps=1e-5, float? swish_scale=1.0) -> (Tensor, Tensor, Tensor)")
+          "float? eps=1e-5, float? swish_scale=1.0) -> (Tensor, Tensor, Tensor)")
 GRAD_OP = "npu_group_norm_swish_grad"
 GRAD_SCHEMA = ("npu_group_norm_swish_grad(Tensor grad, Tensor input, int num_groups, "
-                    "Tensor weight, Tensor bias, Tensor mean, Tensor rstd, "
-                    "bool[3] grad_input_mask, float? swish_scale=1.0) "
-                    "-> (Tensor, Tensor, Tensor)")
+               "Tensor weight, Tensor bias, Tensor mean, Tensor rstd, "
+               "bool[3] grad_input_mask, float? swish_scale=1.0) "
+               "-> (Tensor, Tensor, Tensor)")
 
 _SUPPORTED = frozenset({Product.A2, Product.A3, Product.ASCEND_950})
 MAX_CHANNELS_PER_GROUP = 4000      # aclnnGroupNormSwishGrad: C / num_groups <= 4000
@@ -232,7 +232,7 @@ def npu_group_norm_swish_grad(grad, input, num_groups, weight, bias, mean, rstd,
     C / num_groups <= 4000.  grad_x has input's dtype, grad_weight/grad_bias weight's/bias's.
     """
     return group_norm_swish_grad_op(grad, input, num_groups, weight, bias, mean, rstd,
-                                             list(grad_input_mask), swish_scale)
+                                    list(grad_input_mask), swish_scale)
 
 
 TORCH_NPU_FUNCTIONS = {

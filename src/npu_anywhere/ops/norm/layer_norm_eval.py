@@ -19,7 +19,7 @@ from .rms_core import compute_dtype
 
 OP = "npu_layer_norm_eval"
 SCHEMA = ("npu_layer_norm_eval(Tensor input, int[] normalized_shape, Tensor? weight=None, "
-               "Tensor? bias=None, float eps=1e-05) -> Tensor")
+          "Tensor? bias=None, float eps=1e-05) -> Tensor")
 
 
 def check_layer_norm_eval(input, normalized_shape, weight=None, bias=None, eps=1e-05):

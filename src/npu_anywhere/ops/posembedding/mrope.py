@@ -249,8 +249,8 @@ def npu_mrope(positions, query, key, cos_sin_cache, head_size, *, mrope_section=
     No backward.
     """
     return mrope_op(positions, query, key, cos_sin_cache, head_size,
-                             mrope_section=mrope_section, rotary_mode=rotary_mode,
-                             cache_mode=cache_mode)
+                    mrope_section=mrope_section, rotary_mode=rotary_mode,
+                    cache_mode=cache_mode)
 
 
 TORCH_NPU_FUNCTIONS = {"npu_mrope": npu_mrope}

@@ -167,7 +167,7 @@ def npu_anti_quant(x, scale, *, offset=None, dst_dtype=None, src_dtype=None):
     tensor([ 6.,  8., 10., 12.], dtype=torch.float16)
     """
     return anti_quant_op(x, scale, offset=offset, dst_dtype=dst_dtype,
-                                  src_dtype=src_dtype)
+                         src_dtype=src_dtype)
 
 
 compiled.register(

@@ -208,9 +208,9 @@ def npu_dynamic_block_quant(x, *, min_scale=0.0, round_mode="rint", dst_type=1,
     tensor([[ 32, -64,  16, 127]], dtype=torch.int8)
     """
     return dynamic_block_quant_op(x, min_scale=min_scale, round_mode=round_mode,
-                                           dst_type=dst_type, row_block_size=row_block_size,
-                                           col_block_size=col_block_size,
-                                           dst_type_max=dst_type_max)
+                                  dst_type=dst_type, row_block_size=row_block_size,
+                                  col_block_size=col_block_size,
+                                  dst_type_max=dst_type_max)
 
 
 compiled.register(

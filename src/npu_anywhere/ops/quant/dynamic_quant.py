@@ -127,8 +127,8 @@ def npu_dynamic_quant(x=None, *, smooth_scales=None, group_index=None, dst_type=
     if kwargs:
         x = accept_alias(OP, "x", x, "input", kwargs)
     return dynamic_quant_op(x, smooth_scales=smooth_scales, group_index=group_index,
-                                     dst_type=dst_type, quant_mode=quant_mode,
-                                     dst_type_max=dst_type_max)
+                            dst_type=dst_type, quant_mode=quant_mode,
+                            dst_type_max=dst_type_max)
 
 
 # -- fast providers --------------------------------------------------------------------------

@@ -150,9 +150,9 @@ def encode_hifloat8(x: torch.Tensor, round_mode: str = "round", *,
     abs_e = e.abs()
     es = (e < 0).to(torch.int32)
     normal = _pick(abs_e >= 8, 0x60 | _shl(es, 4) | _shl(abs_e - 8, 1) | (m & 1),
-             _pick(abs_e >= 4, 0x40 | _shl(es, 4) | _shl(abs_e - 4, 2) | (m & 3),
-             _pick(abs_e >= 2, 0x20 | _shl(es, 4) | _shl(abs_e - 2, 3) | (m & 7),
-             _pick(abs_e == 1, 0x10 | _shl(es, 3) | (m & 7), 0x08 | (m & 7)))))
+                   _pick(abs_e >= 4, 0x40 | _shl(es, 4) | _shl(abs_e - 4, 2) | (m & 3),
+                   _pick(abs_e >= 2, 0x20 | _shl(es, 4) | _shl(abs_e - 2, 3) | (m & 7),
+                         _pick(abs_e == 1, 0x10 | _shl(es, 3) | (m & 7), 0x08 | (m & 7)))))
     code = _pick(e <= -16, e + 23, normal)        # denormal code M = e + 23 (e >= -22)
     zero = (ev < -23) | ((ev == -23) & ~carry)
     code = _pick(zero, 0, code)
@@ -175,10 +175,10 @@ def decode_hifloat8(bits: torch.Tensor) -> torch.Tensor:
     es_hi = _shr(p, 4) & 1                        # exponent sign for D = 4, 3, 2
     # (exponent, mantissa bits, mantissa) of each tier, selected by the dot prefix.
     e = _pick(p >= 0x60, _pick(es_hi == 1, -1, 1) * (8 + (_shr(p, 1) & 7)),
-        _pick(p >= 0x40, _pick(es_hi == 1, -1, 1) * (4 + (_shr(p, 2) & 3)),
-        _pick(p >= 0x20, _pick(es_hi == 1, -1, 1) * (2 + (_shr(p, 3) & 1)),
-        _pick(p >= 0x10, _pick((_shr(p, 3) & 1) == 1, -1, 1),
-        _pick(p >= 0x08, 0, p - 23)))))           # denormal: 2^(M - 23)
+              _pick(p >= 0x40, _pick(es_hi == 1, -1, 1) * (4 + (_shr(p, 2) & 3)),
+              _pick(p >= 0x20, _pick(es_hi == 1, -1, 1) * (2 + (_shr(p, 3) & 1)),
+                    _pick(p >= 0x10, _pick((_shr(p, 3) & 1) == 1, -1, 1),
+                    _pick(p >= 0x08, 0, p - 23)))))           # denormal: 2^(M - 23)
     mbits = _pick(p >= 0x60, 1, _pick(p >= 0x40, 2, 3))
     m = _pick(p >= 0x08, p & (_shl(1, mbits) - 1), 0)
     f32 = _shl(e + 127, 23) | _shl(m, 23 - mbits)

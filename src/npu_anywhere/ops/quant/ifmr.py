@@ -173,7 +173,7 @@ def npu_ifmr(data, data_min, data_max, cumsum, min_percentile, max_percentile, s
     ...     data.max().reshape(1), cumsum, 1.0, 1.0, 0.7, 1.3, 0.01, False)
     """
     return ifmr_op(data, data_min, data_max, cumsum, min_percentile, max_percentile,
-                            search_start, search_end, search_step, with_offset)
+                   search_start, search_end, search_step, with_offset)
 
 
 TORCH_NPU_FUNCTIONS = {"npu_ifmr": npu_ifmr}

@@ -245,7 +245,7 @@ def npu_kronecker_quant(x, kronecker_p1, kronecker_p2, clip_ratio=None, dst_dtyp
     (torch.uint8, torch.Size([2, 32]), torch.float8_e8m0fnu, torch.Size([2, 1, 2]))
     """
     return kronecker_quant_op(x, kronecker_p1, kronecker_p2, clip_ratio, dst_dtype,
-                                       dst_type_max)
+                              dst_type_max)
 
 
 TORCH_NPU_FUNCTIONS = {"npu_kronecker_quant": npu_kronecker_quant}

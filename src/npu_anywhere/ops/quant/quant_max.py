@@ -167,7 +167,7 @@ def npu_quant_max(x, scale, *, round_mode="rint", dst_dtype=291, group_list=None
     ([[2.0, -6.0], [0.5, 4.0]], [3.0])
     """
     return quant_max_op(x, scale, round_mode=round_mode, dst_dtype=dst_dtype,
-                                 group_list=group_list)
+                        group_list=group_list)
 
 
 compiled.register(

@@ -341,8 +341,8 @@ def npu_rotate_quant(x, rotation, *, alpha=None, dst_dtype=None, axis=-1, round_
     (torch.uint8, torch.Size([4, 64]), torch.float8_e8m0fnu, torch.Size([4, 2, 2]))
     """
     return rotate_quant_op(x, rotation, alpha=alpha, dst_dtype=dst_dtype, axis=axis,
-                                    round_mode=round_mode, scale_alg=scale_alg,
-                                    dst_type_max=dst_type_max, transpose_y=transpose_y)
+                           round_mode=round_mode, scale_alg=scale_alg,
+                           dst_type_max=dst_type_max, transpose_y=transpose_y)
 
 
 def _compile_key(x, rotation, *, alpha=None, dst_dtype=None, axis=-1, round_mode="rint",

@@ -86,7 +86,7 @@ def _geglu() -> None:
                                     a=approximate: ((_g(3, 4, dtype=dtype), _g(3, 8, dtype=dtype),
                                                      _g(3, 4, dtype=dtype), -1, a), {})))
     g.samples.append(Sample("left_dim0", lambda: ((_g(2, 3), _g(4, 3), _g(2, 3)),
-                                                   {"dim": 0, "activate_left": True})))
+                                                  {"dim": 0, "activate_left": True})))
     g.errors += [
         ErrorSample("gelu_shape", lambda: ((_g(3, 4), _g(3, 8), _g(3, 8)), {}), RuntimeError,
                     "npu_geglu_grad: expected gelu the shape of self"),

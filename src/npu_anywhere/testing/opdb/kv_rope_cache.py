@@ -116,7 +116,7 @@ def _hifloat8_errors(e, op):
         ErrorSample("hifloat8_code_2byte_cache", lambda: _make(hifloat8=(True, False)),
                     TypeError, f"{op}: expected k_cache_dtype a dtype code of 2-byte elements"),
         ErrorSample("hifloat8_nz_dk_16", lambda: _make("PA_NZ", dk=16, k_dtype=torch.uint8,
-                                                      hifloat8=(True, False)),
+                                                       hifloat8=(True, False)),
                     ValueError, f"{op}: expected k_cache a last dim whose bytes"),
     ]
 

@@ -18,13 +18,13 @@ def _rotary_mul_samples() -> None:
                                                  _g(1, 3, 1, 8, dtype=dtype),
                                                  _g(1, 3, 1, 8, dtype=dtype), mode), {})))
     e.samples.append(Sample("mixed_dtypes", lambda: ((_g(2, 3, 4, 8, dtype=torch.bfloat16),
-                                                       _g(1, 3, 1, 8), _g(1, 3, 1, 8,
-                                                       dtype=torch.float16)), {})))
+                                                      _g(1, 3, 1, 8), _g(1, 3, 1, 8,
+                                                                         dtype=torch.float16)), {})))
     e.samples.append(Sample("rotate_matrix", lambda: ((_g(2, 3, 4, 8), _g(1, 3, 1, 8),
-                                                        _g(1, 3, 1, 8), "half", _g(8, 8)), {})))
+                                                       _g(1, 3, 1, 8), "half", _g(8, 8)), {})))
     e.samples.append(Sample("grad_fp64", lambda: ((_g(2, 3, 2, 6, dtype=torch.float64),
-                                                    _g(2, 3, 1, 6, dtype=torch.float64),
-                                                    _g(1, 3, 1, 6, dtype=torch.float64)), {}),
+                                                   _g(2, 3, 1, 6, dtype=torch.float64),
+                                                   _g(1, 3, 1, 6, dtype=torch.float64)), {}),
                             differentiable=True))
     e.errors += [
         ErrorSample("quarter_mode", lambda: ((_g(1, 2, 2, 8), _g(1, 2, 1, 8), _g(1, 2, 1, 8),
@@ -108,8 +108,8 @@ def _apply_rotary_pos_emb_samples() -> None:
         n.samples.append(Sample(f"{layout}_half", lambda layout=layout:
                                 (_pair(layout) + (layout, "half"), {})))
     n.samples.append(Sample("TND_interleave_kw", lambda: (_pair("TND"), {"layout": "TND",
-                                                                          "rotary_mode":
-                                                                          "interleave"})))
+                                                                         "rotary_mode":
+                                                                         "interleave"})))
     n.errors += _pair_errors("npu_apply_rotary_pos_emb")
 
     g = _entry("apply_rotary_pos_emb_grad")

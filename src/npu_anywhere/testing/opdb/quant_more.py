@@ -25,7 +25,7 @@ def _block_quant() -> None:
         Sample("3d_blocks_e4m3fn", lambda: ((_g(2, 65, 70, dtype=_BF16),), {
             "dst_type": torch.float8_e4m3fn, "row_block_size": 64, "col_block_size": 64})),
         Sample("e5m2_npu_code", lambda: ((_g(5, 200),), {"dst_type": 291,
-                                                          "col_block_size": 192})),
+                                                         "col_block_size": 192})),
         Sample("min_scale", lambda: ((_g(4, 128),), {"min_scale": 50.0})),
         Sample("non_contiguous", lambda: ((_g(130, 3).t(),), {"col_block_size": 64})),
         Sample("hifloat8", lambda: ((_g(2, 65, 70, dtype=_BF16),), {
@@ -101,7 +101,7 @@ def _kronecker_quant() -> None:
     e = _entry(name)
     for dtype in _DTYPES:
         e.samples.append(Sample(f"int4_{_tag(dtype)}", lambda dtype=dtype: _kron(3, 5, 16,
-                                                                               dtype)))
+                                                                                 dtype)))
     e.samples += [
         Sample("clip_int32_code", lambda: (_kron(2, 3, 8)[0], {"clip_ratio": 0.75,
                                                                "dst_dtype": torch.int32})),
@@ -113,9 +113,9 @@ def _kronecker_quant() -> None:
             _kron(3, 5, 22, dtype)[0], {"dst_dtype": 296})))
     e.samples += [
         Sample("float4_max_6", lambda: (_kron(2, 4, 16, _BF16)[0], {"dst_dtype": 296,
-                                                                   "dst_type_max": 6.0})),
+                                                                    "dst_type_max": 6.0})),
         Sample("float4_max_9_5", lambda: (_kron(2, 3, 8)[0], {"dst_dtype": 296,
-                                                             "dst_type_max": 9.5})),
+                                                              "dst_type_max": 9.5})),
         Sample("float4_no_p2", lambda: ((_g(2, 3, 10, dtype=_F16), _g(3, 3, dtype=_F16),
                                          torch.empty(0, 0, dtype=_F16)), {"dst_dtype": 296})),
     ]
@@ -174,7 +174,7 @@ def _rotate_quant() -> None:
             (_g(2, 3, 256, dtype=_F16), _g(4, 64, 64, dtype=_F16)),
             {"dst_dtype": torch.float8_e4m3fn, "axis": 2})),
         Sample("mxfp8_e5m2_code_alg1", lambda: (_rot(4, 384, 128), {"dst_dtype": 291,
-                                                                     "scale_alg": 1})),
+                                                                    "scale_alg": 1})),
         Sample("mxfp8_non_contiguous", lambda: (
             (_g(128, 3, dtype=_F16).t(), _g(32, 32, dtype=_F16).t()), {"dst_dtype": 23})),
     ]
@@ -185,7 +185,7 @@ def _rotate_quant() -> None:
             "dst_dtype": torch.float8_e5m2, "round_mode": "round"}), ValueError,
             f"{name}: expected round_mode 'rint' for float8 output"),
         ErrorSample("mxfp4_scale_alg1", lambda: (_rot(2, 128, 32), {"dst_dtype": 296,
-                                                                     "scale_alg": 1}),
+                                                                    "scale_alg": 1}),
                     ValueError, f"{name}: expected scale_alg one of .0, 2. for float4"),
         ErrorSample("mx_dst_type_max", lambda: (_rot(2, 128, 32), {
             "dst_dtype": torch.float8_e4m3fn, "dst_type_max": 6.0}), ValueError,

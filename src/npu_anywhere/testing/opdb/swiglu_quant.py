@@ -50,7 +50,7 @@ def _swiglu_quant() -> None:
         ErrorSample("smooth_shape", lambda: ((_g(2, 8),), {"smooth_scales": _pos(1, 3)}),
                     RuntimeError, "npu_swiglu_quant: expected smooth_scales shape"),
         ErrorSample("offsets_shape", lambda: ((_g(2, 8),), {"smooth_scales": _pos(1, 4),
-                                                             "offsets": _g(4)}),
+                                                            "offsets": _g(4)}),
                     RuntimeError, "npu_swiglu_quant: expected offsets the shape"),
         ErrorSample("group_index_dtype", lambda: (
             (_g(2, 8),), {"smooth_scales": _pos(1, 4), "group_index": torch.ones(1)}),
