@@ -250,6 +250,38 @@ class NpuOp:
         return f"NpuOp({self.qualname})"
 
 
+def define_inplace(public_schema: str, internal_schema: str, *, check: Callable[..., None],
+                   reference: Callable[..., None], no_grad: str,
+                   namespace: str = TORCH_NPU_NS) -> tuple["NpuOp", "NpuOp"]:
+    """An in-place public op that writes into its first argument and returns it.
+
+    Two ops, the shape that lets ``torch.compile`` functionalize it (an op returning an alias
+    of a mutated input cannot be auto-functionalized): a void op in :data:`INTERNAL_NS`
+    (``internal_schema``, ``-> ()``) that checks and runs ``reference``, and the public op
+    (``public_schema``, ``Tensor(a!) self ... -> Tensor(a!)``) as a CompositeImplicitAutograd
+    wrapper calling it and returning ``self``.  Neither has a backward (``no_grad`` says why).
+    Returns ``(internal, public)``.
+    """
+    public_name = public_schema.split("(", 1)[0].strip()
+    internal = NpuOp(internal_schema, namespace=INTERNAL_NS, check=check, reference=reference,
+                     fake=_no_output, metadata_check=True,
+                     info=OpInfo(api="internal", public=False))
+    internal.forbid_autograd(no_grad, public_name=public_name)
+
+    def composite(*args: Any, **kwargs: Any) -> Any:
+        internal(*args, **kwargs)
+        return args[0]
+
+    public = NpuOp(public_schema, namespace=namespace, check=check, composite=composite,
+                   info=OpInfo(api="torch_npu"))
+    public.autograd = "no (raises)"
+    return internal, public
+
+
+def _no_output(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
 _MAX_SIGNATURES = 4096
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from ... import checks, dtypes, targets
-from ...library import INTERNAL_NS, TORCH_NPU_NS, NpuOp, OpInfo
+from ...library import TORCH_NPU_NS, NpuOp, OpInfo, define_inplace
 from ...params import accept_alias
 from ...targets import PRE_950, Product
 from ..quant import core
@@ -178,38 +178,16 @@ def npu_quant_scatter_inplace_reference(self, indices, updates, quant_scales,
            dst_type, round_mode)
 
 
-def _inplace_fake(*args, **kwargs):
-    return None
-
-
 npu_quant_scatter_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_npu_quant_scatter,
                              reference=npu_quant_scatter_reference, fake=_functional_fake,
                              metadata_check=True, info=OpInfo(api="torch_npu"))
 npu_quant_scatter_op.forbid_autograd("npu_quant_scatter has no backward on the NPU (op-plugin's "
                                      "derivatives.yaml lists none)")
 
-npu_quant_scatter_inplace_op = NpuOp(INPLACE_SCHEMA, namespace=INTERNAL_NS,
-                                     check=check_npu_quant_scatter_,
-                                     reference=npu_quant_scatter_inplace_reference,
-                                     fake=_inplace_fake, metadata_check=True,
-                                     info=OpInfo(api="internal", public=False))
-npu_quant_scatter_inplace_op.forbid_autograd("npu_quant_scatter_ has no backward on the NPU",
-                                             public_name=INPLACE_PUBLIC_OP)
-
-
-def _inplace_composite(self, indices, updates, quant_scales, quant_zero_points=None, axis=-2,
-                       quant_axis=-1, reduce="update", dst_type=None, round_mode="rint"):
-    npu_quant_scatter_inplace_op(self, indices, updates, quant_scales,
-                                 quant_zero_points, axis, quant_axis, reduce, dst_type,
-                                 round_mode)
-    return self
-
-
-npu_quant_scatter_inplace_public_op = NpuOp(INPLACE_PUBLIC_SCHEMA, namespace=TORCH_NPU_NS,
-                                            check=check_npu_quant_scatter_,
-                                            composite=_inplace_composite,
-                                            info=OpInfo(api="torch_npu"))
-npu_quant_scatter_inplace_public_op.autograd = "no (raises)"
+npu_quant_scatter_inplace_op, npu_quant_scatter_inplace_public_op = define_inplace(
+    INPLACE_PUBLIC_SCHEMA, INPLACE_SCHEMA, check=check_npu_quant_scatter_,
+    reference=npu_quant_scatter_inplace_reference,
+    no_grad="npu_quant_scatter_ has no backward on the NPU")
 
 
 _DOC_COMMON = """

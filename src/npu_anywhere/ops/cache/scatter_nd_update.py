@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from ... import checks, targets
-from ...library import INTERNAL_NS, TORCH_NPU_NS, NpuOp, OpInfo
+from ...library import TORCH_NPU_NS, NpuOp, OpInfo, define_inplace
 from ...params import accept_alias
 from ...targets import Product
 from ._common import FLOAT8, INDEX_DTYPES, expect_dtype_now, expect_in_range
@@ -97,35 +97,16 @@ def scatter_nd_update_inplace_reference(self, indices, updates):
     write_scatter_nd_update(INPLACE_PUBLIC_OP, self, indices, updates)
 
 
-def _inplace_fake(self, indices, updates):
-    return None
-
-
 scatter_nd_update_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_scatter_nd_update,
                              reference=scatter_nd_update_reference, fake=_scatter_nd_update_fake,
                              metadata_check=True, info=OpInfo(api="torch_npu"))
 scatter_nd_update_op.forbid_autograd("npu_scatter_nd_update has no backward on the NPU "
                                      "(op-plugin's derivatives.yaml lists none)")
 
-scatter_nd_update_inplace_op = NpuOp(INPLACE_SCHEMA, namespace=INTERNAL_NS,
-                                     check=check_scatter_nd_update_,
-                                     reference=scatter_nd_update_inplace_reference,
-                                     fake=_inplace_fake, metadata_check=True,
-                                     info=OpInfo(api="internal", public=False))
-scatter_nd_update_inplace_op.forbid_autograd("npu_scatter_nd_update_ has no backward on the NPU",
-                                             public_name=INPLACE_PUBLIC_OP)
-
-
-def _scatter_nd_update_composite(self, indices, updates):
-    scatter_nd_update_inplace_op(self, indices, updates)
-    return self
-
-
-scatter_nd_update_inplace_public_op = NpuOp(INPLACE_PUBLIC_SCHEMA, namespace=TORCH_NPU_NS,
-                                            check=check_scatter_nd_update_,
-                                            composite=_scatter_nd_update_composite,
-                                            info=OpInfo(api="torch_npu"))
-scatter_nd_update_inplace_public_op.autograd = "no (raises)"
+scatter_nd_update_inplace_op, scatter_nd_update_inplace_public_op = define_inplace(
+    INPLACE_PUBLIC_SCHEMA, INPLACE_SCHEMA, check=check_scatter_nd_update_,
+    reference=scatter_nd_update_inplace_reference,
+    no_grad="npu_scatter_nd_update_ has no backward on the NPU")
 
 
 _DOC_COMMON = """

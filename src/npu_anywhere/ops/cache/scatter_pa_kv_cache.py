@@ -389,6 +389,7 @@ scatter_pa_kv_cache_op.forbid_autograd("npu_scatter_pa_kv_cache is an inference 
 # (data-dependent, and errors must come before any write); calls that skip tokens (negative
 # slots) stay eager.
 
+
 def _write_key(key, value, key_cache, value_cache, slot_mapping, *, compress_lens=None,
                compress_seq_offsets=None, seq_lens=None, cache_mode="PA_NZ"):
     return (cache_mode == "PA_NZ", key.dtype, value.dtype, key.device.type, key_cache.dim())

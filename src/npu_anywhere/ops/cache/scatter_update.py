@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from ... import checks, targets
-from ...library import INTERNAL_NS, TORCH_NPU_NS, NpuOp, OpInfo
+from ...library import TORCH_NPU_NS, NpuOp, OpInfo, define_inplace
 from ...params import accept_alias
 from ...targets import Product
 from ._common import FLOAT8, INDEX_DTYPES, expect_dtype_now, expect_in_range
@@ -131,34 +131,16 @@ def scatter_update_inplace_reference(self, indices, updates, axis):
     write_scatter_update(INPLACE_PUBLIC_OP, self, indices, updates, axis)
 
 
-def _inplace_fake(self, indices, updates, axis):
-    return None
-
-
 scatter_update_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_scatter_update,
                           reference=scatter_update_reference, fake=_scatter_update_fake,
                           metadata_check=True, info=OpInfo(api="torch_npu"))
 scatter_update_op.forbid_autograd("scatter_update has no backward on the NPU (op-plugin's "
                                   "derivatives.yaml lists none)")
 
-scatter_update_inplace_op = NpuOp(INPLACE_SCHEMA, namespace=INTERNAL_NS,
-                                  check=check_scatter_update_,
-                                  reference=scatter_update_inplace_reference, fake=_inplace_fake,
-                                  metadata_check=True, info=OpInfo(api="internal", public=False))
-scatter_update_inplace_op.forbid_autograd("scatter_update_ has no backward on the NPU",
-                                          public_name=INPLACE_PUBLIC_OP)
-
-
-def _scatter_update_composite(self, indices, updates, axis):
-    scatter_update_inplace_op(self, indices, updates, axis)
-    return self
-
-
-scatter_update_inplace_public_op = NpuOp(INPLACE_PUBLIC_SCHEMA, namespace=TORCH_NPU_NS,
-                                         check=check_scatter_update_,
-                                         composite=_scatter_update_composite,
-                                         info=OpInfo(api="torch_npu"))
-scatter_update_inplace_public_op.autograd = "no (raises)"
+scatter_update_inplace_op, scatter_update_inplace_public_op = define_inplace(
+    INPLACE_PUBLIC_SCHEMA, INPLACE_SCHEMA, check=check_scatter_update_,
+    reference=scatter_update_inplace_reference,
+    no_grad="scatter_update_ has no backward on the NPU")
 
 
 _DOC_COMMON = """
