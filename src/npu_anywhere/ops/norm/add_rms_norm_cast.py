@@ -33,7 +33,27 @@ def check_add_rms_norm_cast(x1, x2, gamma, epsilon=1e-06):
     check_add_pair(OP, x1, x2, gamma, dtypes=_DTYPES, supported=_SUPPORTED)
 
 
+# The A2/A3 bfloat16 templates switch to the split-D template (``add_rms_norm_cast_split_d.h``)
+# above this many normalized elements (``UB_FACTOR_B16`` in ``add_rms_norm_cast_tiling.cpp``).
+_BF16_SPLIT_D_ABOVE = 8704
+
+
+def _bf16_a2_body(x1, x2, gamma, epsilon):
+    """A2/A3 bfloat16: the norm of the float32 sum, ``y`` rounded once (see the docstring)."""
+    ct = torch.float32
+    total = x1.to(ct) + x2.to(ct)
+    x = total.to(x1.dtype)
+    dims = rms_core.norm_dims(x1.dim(), gamma.dim())
+    rstd = torch.rsqrt(total.square().mean(dims, keepdim=True) + epsilon)
+    # The split-D template reloads x from the rounded x output for its second pass.
+    source = x.to(ct) if gamma.numel() > _BF16_SPLIT_D_ABOVE else total
+    y2 = (source * rstd * gamma.to(ct)).to(x1.dtype)
+    return y2.to(ct), y2, rstd, x
+
+
 def _add_rms_norm_cast_body(x1, x2, gamma, epsilon, rounds):
+    if rounds and x1.dtype == torch.bfloat16:
+        return _bf16_a2_body(x1, x2, gamma, epsilon)
     y, rstd, x = add_rms_norm_fp32(x1, x2, gamma, epsilon, round_sum=rounds,
                                    round_normalized=rounds)
     y2 = y.to(x1.dtype)
@@ -91,11 +111,18 @@ def npu_add_rms_norm_cast(x1, x2, gamma, epsilon=1e-06):
 
     Notes
     -----
-    Precision as :func:`npu_add_rms_norm` (the A2/A3 kernel ``add_rms_norm_cast_multi_n.h``
-    adds in the input dtype, rounds ``x * rstd`` before the gamma multiply and casts the
-    rounded y2 back to float32, so ``y1 == y2.float()`` exactly).  Under ``strict("950")`` y1
-    is the float32 value y2 was rounded from (ops-nn ``norm/add_rms_norm/tests/assets/
-    golden.py``, ``add_rms_golden_v2`` with ``post_action='cast'``).  No autograd.
+    Precision follows the kernel templates (hicann/ops-nn ``norm/add_rms_norm_cast/op_kernel/``).
+    A2/A3 (and default mode), float16 (``add_rms_norm_cast.h`` ``Computefp16``,
+    ``_single_n.h``, ``_split_d.h``, and the float16-only ``_multi_n.h``): x1 + x2 is added in
+    float16 and the norm is computed from the rounded sum; ``x * rstd`` is rounded to float16
+    before the gamma multiply.  A2/A3, bfloat16 (``add_rms_norm_cast.h`` ``Computebf16``,
+    ``_single_n.h``): x1 + x2 is added in float32, rstd comes from the **float32 sum**, and
+    ``y2 = round(sum * rstd * gamma)`` is rounded once; when ``gamma.numel() > 8704`` the
+    split-D template (``_split_d.h``) keeps rstd from the float32 sum but computes y2 from the
+    rounded x output.  In both cases ``y1 == y2.float()`` exactly.  Under ``strict("950")`` the
+    float32 sum is normalized, y2 rounded once and y1 is the float32 value y2 was rounded
+    from (ops-nn ``norm/add_rms_norm/tests/assets/golden.py``, ``add_rms_golden_v2`` with
+    ``post_action='cast'``).  No autograd.
 
     Examples
     --------

@@ -106,6 +106,10 @@ def _add_rms_norm() -> None:
     c.samples.append(Sample("k2_bf16", lambda: ((_g(2, 4, 8, dtype=_BF16),
                                                  _g(2, 4, 8, dtype=_BF16),
                                                  _g(4, 8, dtype=_BF16), 1e-5), {})))
+    # Past 8704 normalized elements the bfloat16 kernel runs its split-D template.
+    c.samples.append(Sample("split_d_bf16", lambda: ((_g(2, 8800, dtype=_BF16),
+                                                      _g(2, 8800, dtype=_BF16),
+                                                      _g(8800, dtype=_BF16)), {})))
     c.errors += [
         ErrorSample("fp32_input", lambda: ((_g(4, 16), _g(4, 16), _g(16)), {}), TypeError,
                     "npu_add_rms_norm_cast: expected x1 dtype in"),
