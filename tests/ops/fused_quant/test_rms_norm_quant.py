@@ -4,7 +4,8 @@
     y = rint(quant_in / scale + offset), saturated ([-128, 127] int8, [-8, 7] int4), NaN -> 0
 
 (the doc writes ``* scale``; the kernel and op-plugin's golden divide).  Random inputs are
-compared with op-plugin's tolerance (|diff| <= 1: the A2 kernel quantizes in float16); exact
+compared with op-plugin's tolerance (|diff| <= 1: the A2 kernel rounds to float16 before
+the int8 cast) and with the kernel's own steps; exact
 expectations use eps=0 and rows of +-1 (rms == 1) with power-of-two scales.
 """
 
@@ -64,6 +65,30 @@ def test_random_matches_golden(dtype, gamma_2d):
     y = na.npu_rms_norm_quant(x, gamma, beta, scale, offset, 1e-6)
     assert y.dtype == I8 and y.shape == x.shape
     within_one(y, golden(x, gamma, beta, scale, offset))
+
+
+def golden_a2_kernel_order(x, gamma, beta, scale, offset, eps=1e-6):
+    """The A2/A3 kernel's quantization steps (ops-nn rms_norm_quant.cpp, Compute): times the
+    float32 scalar 1 / scale plus the offset (float32), rounded to float16, clamped, rint."""
+    xd = x.double()
+    y = xd / torch.sqrt((xd * xd).mean(-1, keepdim=True) + eps) * gamma.double().reshape(-1) \
+        + beta.double().reshape(-1)
+    inv = (1.0 / scale.float()).double()
+    t = (y * inv + offset.double()).float().half().double()
+    return torch.round(t.clamp(-128, 127))
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_a2_quantizes_in_float32_then_rounds_to_float16(dtype):
+    # float16 arithmetic for the scale multiply and offset add would miss ~0.5% of these.
+    x = make((16, 256), dtype, 1)
+    gamma, beta = make((256,), dtype, 2), make((256,), dtype, 3, 0.1)
+    scale = torch.tensor([0.0123], dtype=dtype)
+    offset = torch.tensor([-3], dtype=I8)
+    y = na.npu_rms_norm_quant(x, gamma, beta, scale, offset, 1e-6)
+    want = golden_a2_kernel_order(x, gamma, beta, scale, offset)
+    assert (y.double() - want).abs().max().item() <= 1
+    assert (y.double() != want).double().mean().item() <= 1e-3
 
 
 @pytest.mark.parametrize("dtype", [F16, BF16])

@@ -98,12 +98,12 @@ def _body(x, gamma, beta, scale, offset, epsilon, dst_dtype, rounds):
     d = x.shape[-1]
     y, _ = rms_norm_fp32(x, gamma.reshape(d), epsilon, beta=beta.reshape(d))
     if rounds and fmt.is_int and y.dtype == torch.float32:
-        # A2/A3/310P kernel: y rounded to float16, multiplied by float16(1 / scale), the offset
-        # added, all in float16; then clamped and cast with CAST_RINT.
-        h = torch.float16
-        inv = torch.reciprocal(scale.to(torch.float32)).to(h)
-        t = (y.to(h) * inv).add_(offset.to(h))
-        return core.cast_to(t.to(torch.float32), fmt, inplace=True)
+        # A2/A3/310P kernel (rms_norm_quant.cpp, Compute): y times the float32 scalar 1 / scale
+        # plus the offset, both in float32; the result rounded to float16 (CastFrom32To16),
+        # then clamped and cast with CAST_RINT (CastFromF16ToI8) -- a double rounding.
+        inv = torch.reciprocal(scale.to(torch.float32))
+        t = (y * inv).add_(offset.to(torch.float32))
+        return core.cast_to(t.to(torch.float16).to(torch.float32), fmt, inplace=True)
     return quantize_static(y, scale, offset, fmt, div_mode=True)
 
 
@@ -166,11 +166,15 @@ def npu_rms_norm_quant(x, gamma, beta, scale, offset, epsilon=1e-06, *, dst_dtyp
     ``norm/rms_norm_quant/op_kernel/rms_norm_quant_kernel.h``, ``GetScaleAndOffset``:
     ``1 / scale``) multiplies by the reciprocal and op-plugin's golden
     (``test/test_custom_ops/test_npu_rms_norm_quant.py``) uses ``torch.quantize_per_tensor``,
-    i.e. divides.  Precision order of the A2/A3/310P kernel (the default here): the norm,
-    gamma and beta in float32; then ``ComputeFp32ToI8Quant``: the value is rounded to float16,
-    multiplied by ``float16(1 / scale)`` and the offset added in float16, clamped and cast
-    with ``CAST_RINT``.  The kernel divides by ``rms`` where we multiply by ``rsqrt`` (last-bit
-    differences).  Under ``strict("950")``, for float8 / hifloat8 outputs and for float64
+    i.e. divides.  Precision order of the A2/A3/310P kernel (the default here), followed from
+    hicann/ops-nn ``norm/rms_norm_quant/op_kernel/rms_norm_quant.cpp`` (``RmsNormQuant::Compute``
+    and ``ComputeNormandQuant``): the norm, gamma and beta in float32; the value multiplied by
+    the float32 scalar ``1 / scale`` and the offset added, both in float32; the result rounded
+    to float16 (``CastFrom32To16``), clamped to [-128, 127] and cast to int8 with
+    ``CAST_RINT`` (``CastFromF16ToI8``) -- so a value that rounds to a float16 ``k + 0.5``
+    rounds again, half to even.  (``rms_norm_quant.h`` also defines a float16-arithmetic
+    ``ComputeFp32ToI8Quant``, which no kernel of this op calls.)  The kernel multiplies by the
+    float32 ``1 / sqrt(mean + eps)`` as we do (last-bit differences in the reduction).  Under ``strict("950")``, for float8 / hifloat8 outputs and for float64
     inputs the quantization is ``quant_in / scale + offset`` in float32 (float64) with one
     rounding; the 950 kernel (``norm/add_rms_norm_quant/op_kernel/arch35/
     add_rms_norm_quant_regbase_common.h``, reached through ``RmsNormQuantV2``) casts hifloat8
