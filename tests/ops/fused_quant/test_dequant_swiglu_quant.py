@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 import npu_anywhere as na
 from npu_anywhere.ops.quant import mx
@@ -358,6 +359,39 @@ def test_bad_inputs(kw, error, match):
     x = args.pop("x")
     with pytest.raises(error, match="npu_dequant_swiglu_quant: " + match):
         OPF(x, **args)
+
+
+@pytest.mark.parametrize("product", [None, "A2", "950"])
+def test_calls_every_product_rejects(product):
+    """int32 x without weight_scale, and static grouped quantization without quant_offset, are
+    rejected in default mode too (the tilings and the aclnn doc forbid them on every product)."""
+    x = ints((2, 128))
+    ctx = na.strict(product) if product else contextlib.nullcontext()
+    with ctx:
+        with pytest.raises(ValueError, match="npu_dequant_swiglu_quant: expected weight_scale a "
+                           "tensor when x is int32 .seed 004., but got None"):
+            OPF(x, quant_mode=1)
+        with pytest.raises(ValueError, match="npu_dequant_swiglu_quant: expected "):
+            OPF(x, weight_scale=torch.ones(1, 128), quant_scale=torch.ones(1),
+                group_index=torch.tensor([2]))
+    if product is None:
+        with pytest.raises(ValueError, match="expected quant_offset a tensor in static "
+                           r"quantization \(quant_mode 0\) with group_index, but got None"):
+            OPF(x, weight_scale=torch.ones(1, 128), quant_scale=torch.ones(1),
+                group_index=torch.tensor([2]))
+
+
+@pytest.mark.parametrize("x", [torch.zeros(4, 0, dtype=I32), torch.zeros(3, 0, dtype=F16),
+                               torch.zeros(0, 0, dtype=BF16)], ids=["int32", "f16", "empty"])
+@pytest.mark.parametrize("quant_mode", [0, 1])
+def test_empty_last_dim_is_a_check_error(x, quant_mode):
+    kw = dict(weight_scale=torch.ones(0)) if x.dtype == I32 else {}
+    with pytest.raises(ValueError, match="npu_dequant_swiglu_quant: expected x a non-empty last "
+                       "dim, but got shape"):
+        OPF(x, quant_mode=quant_mode, **kw)
+    with FakeTensorMode() as mode, pytest.raises(ValueError, match="expected x a non-empty"):
+        OPF(mode.from_tensor(x), quant_mode=quant_mode,
+            **{k: mode.from_tensor(v) for k, v in kw.items()})
 
 
 def test_strict_rules():

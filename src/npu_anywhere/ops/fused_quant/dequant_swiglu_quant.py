@@ -143,6 +143,8 @@ def check_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, b
     last = axis == x.dim() - 1
     grouped = group_index is not None
     d = x.shape[-1]
+    checks.expect(d != 0, OP, "x", "a non-empty last dim", lambda: f"shape {tuple(x.shape)}",
+                  ValueError)
     if last:
         checks.expect(d % 2 == 0, OP, "x", "an even last dim", d, ValueError)
         h = width = d // 2                 # width: the last dim of y (and of quant_scale)
@@ -213,10 +215,13 @@ def check_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, b
                       lambda: tuple(quant_offset.shape))
         devices["quant_offset"] = quant_offset
     checks.expect_same_device(devices, OP)
+    # Every product requires weight_scale for int32 x (seed 004; ops-nn
+    # dequant_swiglu_quant_tiling_base.cpp checkWeightBiasActivate, "int32时 weight_scale为必选项";
+    # the grouped DequantSwigluQuantDskTiling::CheckWeightScale; the 950's CheckInputWeightScale).
+    if is_int:
+        checks.expect(weight_scale is not None, OP, "weight_scale",
+                      "a tensor when x is int32 (seed 004)", "None", ValueError)
     if strict:
-        if is_int:
-            checks.expect(weight_scale is not None, OP, "weight_scale",
-                          "a tensor when x is int32 (seed 004)", "None", ValueError)
         if grouped:
             checks.expect(quant_mode == 1, OP, "quant_mode",
                           "1 (dynamic) when group_index is given", quant_mode, ValueError)
@@ -226,6 +231,13 @@ def check_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, b
             checks.expect(h <= GROUP_MAX_H and h % 64 == 0, OP, "x",
                           f"H = x.shape[-1] / 2 at most {GROUP_MAX_H} and a multiple of 64 "
                           "with group_index", h, ValueError)
+    if grouped and quant_mode == 0:
+        # Static quantization needs quant_offset (aclnnDequantSwigluQuantV2.md: "静态量化中
+        # quantOffset必须输入"; the grouped A2/A3 tiling's CheckForStaticQuant rejects a null one).
+        checks.expect(quant_offset is not None, OP, "quant_offset",
+                      "a tensor in static quantization (quant_mode 0) with group_index", "None",
+                      ValueError)
+    if strict:
         if product is not Product.ASCEND_950:
             checks.expect(fmt.name == "int8", OP, "dst_type",
                           lambda: f"torch.int8 on {product.value} (other outputs are 950 only)",
@@ -427,7 +439,10 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
     rint and ``activateDim`` -1 only, aclnnDequantSwigluQuantV2.md), and on the 950 with
     another ``activate_dim`` the last dim of y at most 5120 (same page; the table says "less
     than 5120", the constraints section "not more than").  Every product: float4 output needs
-    an even last dim of y; group_index None with another ``activate_dim``.  group_index values
+    an even last dim of y; group_index None with another ``activate_dim``; a non-empty last
+    dim of x; int32 x needs weight_scale (``dequant_swiglu_quant_tiling_base.cpp``,
+    ``checkWeightBiasActivate``, and the grouped / 950 tilings); static quantization with
+    group_index needs quant_offset (aclnnDequantSwigluQuantV2.md).  group_index values
     (sum <= TokensNum) are not checked (data; the NPU reads out of bounds).
 
     Notes
