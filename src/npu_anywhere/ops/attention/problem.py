@@ -30,9 +30,10 @@ Score and output (float32)::
 
     s[b,h,i,j] = scale * q[b,h,i,:] . k[b,h//g,j,:] + pse[b,h,i,j]      g = Nq // Nkv
     out[b,h,i] = softmax_j(s over visible j) @ v[b,h//g]                  0 if no j is visible
-    lse[b,h,i] = max_j s + log(sum_j exp(s - max))                        +inf if no j is visible
+    lse[b,h,i] = max_j s + log(sum_j exp(s - max))                        -inf if no j is visible
 
-The lse of a fully masked row is ``+inf``, which is what the NPU writes there (see ``core.py``).
+Solvers return ``-inf`` (the log of an empty sum) for a fully masked row; the op turns it into
+what the NPU writes there (``-3.40e38``, see ``formatting.py``).
 Rows ``i >= q_lens[b]`` are not computed: solvers return 0 in out and may return anything in lse,
 since the op never formats them out (TND drops them, the padded layouts zero them).
 

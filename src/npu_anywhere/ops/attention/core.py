@@ -1,0 +1,103 @@
+"""The float32 reference solver of an :class:`~.problem.AttentionProblem`, and solver choice.
+
+:func:`reference_attention` is written for clarity: it is the oracle the fast providers are tested
+against.  It materializes the score matrix ``[B, Nq, Sq, Skv]`` in float32 (float64 when the
+query is float64, so fp64 goldens and gradcheck-style checks can run through the ops), applies the
+visibility rule of ``problem.py`` and the softmax in one pass::
+
+    s   = scale * q @ k^T + pse           (invisible entries -> -inf)
+    m   = max_j s                         (rows with nothing visible: m = 0 so exp stays finite)
+    p   = exp(s - m);   l = sum_j p
+    out = (p @ v) / l                     (0 where l == 0)
+    lse = m + log(l)                      (-inf where l == 0)
+
+:func:`solve` tries the fast kernels of ``npu_anywhere.kernels.attention`` first (when that package
+exists and its ``supports`` accepts the problem) and falls back to the reference.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable, Optional
+
+import torch
+
+from .problem import AttentionProblem, dense_kv, visible
+
+
+def _compute_dtype(problem: AttentionProblem) -> torch.dtype:
+    return torch.float64 if problem.query.dtype == torch.float64 else torch.float32
+
+
+def reference_attention(problem: AttentionProblem) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """``(out [B, Nq, Sq, Dv], lse [B, Nq, Sq])`` in float32 (float64 for float64 queries)."""
+    dtype = _compute_dtype(problem)
+    q = problem.query.to(dtype)
+    key, value = dense_kv(problem)
+    k, v = key.to(dtype), value.to(dtype)
+    g = problem.group
+    if g > 1:                      # query head h reads KV head h // g
+        k = k.repeat_interleave(g, dim=1)
+        v = v.repeat_interleave(g, dim=1)
+    s = torch.matmul(q, k.transpose(-1, -2)) * problem.scale
+    if problem.pse is not None:
+        s = s + problem.pse.to(dtype)
+    ok = visible(problem, q.device)
+    s = s.masked_fill(~ok, float("-inf"))
+    m = s.amax(dim=-1, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    p = torch.exp(s - m)
+    l = p.sum(dim=-1, keepdim=True)
+    out = torch.matmul(p, v) / torch.where(l > 0, l, torch.ones_like(l))
+    lse = None
+    if problem.return_lse:
+        lse = (m + torch.log(l)).squeeze(-1)       # log(0) = -inf for fully masked rows
+    return out, lse
+
+
+Solver = Callable[[AttentionProblem], tuple[torch.Tensor, Optional[torch.Tensor]]]
+
+
+def _fast_kernels() -> list[tuple[str, Solver, Callable[[AttentionProblem], Optional[str]]]]:
+    """The fast solvers that exist, as (name, solve, supports); empty when none are installed."""
+    try:
+        module = importlib.import_module("npu_anywhere.kernels.attention")
+    except ImportError:
+        return []
+    found = []
+    for name in ("paged_attention", "dense_attention"):
+        fn = getattr(module, name, None)
+        if fn is None:
+            continue
+        supports = getattr(fn, "supports", None) or getattr(module, f"{name}_supports", None)
+        if supports is None:
+            continue
+        found.append((name, fn, supports))
+    return found
+
+
+_KERNELS: Optional[list] = None
+
+
+def solve(problem: AttentionProblem, *, use_fast: bool = True
+          ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """Solve with the first fast kernel that accepts the problem, else the reference.
+
+    ``use_fast=False`` (the ``reference`` provider, fake tensors) always runs the reference.
+    """
+    global _KERNELS
+    if use_fast:
+        if _KERNELS is None:
+            _KERNELS = _fast_kernels()
+        for _name, fn, supports in _KERNELS:
+            if supports(problem) is None:
+                return fn(problem)
+    return reference_attention(problem)
+
+
+def fast_kernels_available() -> bool:
+    """Whether ``npu_anywhere.kernels.attention`` provides at least one fast solver."""
+    global _KERNELS
+    if _KERNELS is None:
+        _KERNELS = _fast_kernels()
+    return bool(_KERNELS)

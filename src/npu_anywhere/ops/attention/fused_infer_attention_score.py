@@ -1,0 +1,326 @@
+"""torch_npu.npu_fused_infer_attention_score (FIA v1), its ``.out`` overload and the two graph
+helpers ``_npu_fused_infer_attention_score_get_max_workspace`` / ``_..._infer_output``.
+
+Formula (seed 004)::
+
+    attention_out = softmax(scale * query @ key^T + pse_shift, masked) @ value
+    softmax_lse   = max + log(sum(exp(s - max)))        (float32, when softmax_lse_flag)
+
+with GQA (query head h reads KV head ``h // (num_heads / num_key_value_heads)``), per-batch
+actual lengths, ``atten_mask`` (True / 1 = masked) and ``sparse_mode`` 0-4, paged KV, MLA rope,
+KV antiquant, shared prefix, left padding and int8 output quantization.  The call is parsed and
+checked (``fia_normalize``), normalized into an :class:`~.problem.AttentionProblem`, solved
+(``core``: float32; fast kernels when present) and formatted (``formatting``).
+
+Shapes of the outputs follow op-plugin ``op_plugin/python/meta/_meta_registrations.py``
+(``npu_fused_infer_attention_score_forward``) and ``FusedInferAttentionScoreKernelNpuOpApi.cpp``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ... import checks
+from ...library import TORCH_NPU_NS, NpuOp, OpInfo, _library
+from . import core
+from .fia_normalize import parse
+from .formatting import empty_outputs, format_outputs
+
+OP = "npu_fused_infer_attention_score"
+
+_ARGS = (
+    "Tensor query, Tensor key, Tensor value, *, Tensor? pse_shift=None, Tensor? atten_mask=None, "
+    "SymInt[]? actual_seq_lengths=None, SymInt[]? actual_seq_lengths_kv=None, "
+    "Tensor? dequant_scale1=None, Tensor? quant_scale1=None, Tensor? dequant_scale2=None, "
+    "Tensor? quant_scale2=None, Tensor? quant_offset2=None, Tensor? antiquant_scale=None, "
+    "Tensor? antiquant_offset=None, Tensor? key_antiquant_scale=None, "
+    "Tensor? key_antiquant_offset=None, Tensor? value_antiquant_scale=None, "
+    "Tensor? value_antiquant_offset=None, Tensor? block_table=None, "
+    "Tensor? query_padding_size=None, Tensor? kv_padding_size=None, "
+    "Tensor? key_shared_prefix=None, Tensor? value_shared_prefix=None, "
+    "SymInt[]? actual_shared_prefix_len=None, Tensor? query_rope=None, Tensor? key_rope=None, "
+    "Tensor? key_rope_antiquant_scale=None, int num_heads=1, float scale=1.0, "
+    "int pre_tokens=2147483647, int next_tokens=2147483647, str input_layout=\"BSH\", "
+    "int num_key_value_heads=0, int sparse_mode=0, int inner_precise=0, int block_size=0, "
+    "int antiquant_mode=0, int key_antiquant_mode=0, int value_antiquant_mode=0, "
+    "bool softmax_lse_flag=False")
+SCHEMA = f"{OP}({_ARGS}) -> (Tensor, Tensor)"
+OUT_SCHEMA = (f"{OP}.out({_ARGS}, Tensor? workspace=None, Tensor(a!) attention_out, "
+              "Tensor(b!) softmax_lse) -> (Tensor(a!), Tensor(b!))")
+WORKSPACE_OP = "_npu_fused_infer_attention_score_get_max_workspace"
+WORKSPACE_SCHEMA = f"{WORKSPACE_OP}({_ARGS}) -> Tensor"
+INFER_OUTPUT_OP = "_npu_fused_infer_attention_score_infer_output"
+INFER_OUTPUT_SCHEMA = (
+    f"{INFER_OUTPUT_OP}(Tensor query, Tensor value, *, str input_layout=\"BSH\", "
+    "Tensor? quant_scale2=None, Tensor? block_table=None, int num_heads=1, "
+    "int num_key_value_heads=0, bool softmax_lse_flag=False, Tensor? query_rope=None) "
+    "-> (Tensor, Tensor)")
+
+DEFAULTS = {a.name: a.default_value for a in torch._C.parse_schema(SCHEMA).arguments
+            if a.kwarg_only}
+
+
+def _params(kwargs: dict) -> dict:
+    unknown = set(kwargs) - set(DEFAULTS)
+    if unknown:
+        raise TypeError(f"{OP}() got unexpected keyword arguments {sorted(unknown)}")
+    return {**DEFAULTS, **kwargs}
+
+
+def check_fused_infer_attention_score(query, key, value, **kwargs) -> None:
+    parse(OP, query, key, value, _params(kwargs), build=False)
+
+
+def run(query, key, value, p: dict, *, use_fast: bool, op: str = OP):
+    """Parse, normalize, solve and format one call (every FIA-family op ends here)."""
+    if query.numel() == 0:
+        _, plan = parse(op, query, key, value, p, build=False)
+        out, lse = empty_outputs(query, plan)
+        return out.zero_(), lse.zero_()
+    problem, plan = parse(op, query, key, value, p, build=True)
+    out, lse = core.solve(problem, use_fast=use_fast)
+    return format_outputs(out, lse, plan)
+
+
+def fused_infer_attention_score_reference(query, key, value, **kwargs):
+    return run(query, key, value, _params(kwargs), use_fast=False)
+
+
+def _fake(query, key, value, **kwargs):
+    _, plan = parse(OP, query, key, value, _params(kwargs), build=False)
+    return empty_outputs(query, plan)
+
+
+fused_infer_attention_score_op = NpuOp(
+    SCHEMA, namespace=TORCH_NPU_NS, check=check_fused_infer_attention_score,
+    reference=fused_infer_attention_score_reference, fake=_fake, metadata_check=True,
+    info=OpInfo(api="torch_npu", notes=["inference only: no backward on the NPU"]))
+fused_infer_attention_score_op.forbid_autograd("npu_fused_infer_attention_score is inference-only")
+
+
+def _fast_supports(*args, **kwargs) -> Optional[str]:
+    return None if core.fast_kernels_available() else "no fast attention kernels installed"
+
+
+fused_infer_attention_score_op.add_provider(
+    "attention-fast", lambda q, k, v, **kw: run(q, k, v, _params(kw), use_fast=True),
+    _fast_supports)
+
+
+# -- .out ----------------------------------------------------------------------------------
+
+_lib = _library(TORCH_NPU_NS)
+_lib.define(OUT_SCHEMA)
+
+
+def _split_out(kwargs: dict) -> tuple:
+    kwargs = dict(kwargs)
+    workspace = kwargs.pop("workspace", None)
+    attention_out = kwargs.pop("attention_out")
+    softmax_lse = kwargs.pop("softmax_lse")
+    return workspace, attention_out, softmax_lse, kwargs
+
+
+def _out_kernel(query, key, value, **kwargs):
+    _workspace, attention_out, softmax_lse, rest = _split_out(kwargs)
+    p = _params(rest)
+    _, plan = parse(OP, query, key, value, p, build=False)
+    expected, expected_lse = empty_outputs(query, plan)
+    checks.expect(tuple(attention_out.shape) == tuple(expected.shape)
+                  and attention_out.dtype == expected.dtype, OP, "attention_out",
+                  lambda: f"shape {tuple(expected.shape)} and dtype {expected.dtype}",
+                  lambda: f"{tuple(attention_out.shape)} {attention_out.dtype}", RuntimeError)
+    out, lse = fused_infer_attention_score_op(query, key, value, **rest)
+    attention_out.copy_(out)
+    # softmax_lse is "reserved" on the page: written when the caller asked for it and the
+    # tensor has the lse's shape, left alone otherwise (the doc example passes a [1] tensor).
+    if plan.lse_flag and tuple(softmax_lse.shape) == tuple(lse.shape):
+        softmax_lse.copy_(lse)
+    return attention_out, softmax_lse
+
+
+def _out_fake(query, key, value, **kwargs):
+    _workspace, attention_out, softmax_lse, rest = _split_out(kwargs)
+    parse(OP, query, key, value, _params(rest), build=False)
+    return attention_out, softmax_lse
+
+
+_lib.impl(f"{OP}.out", _out_kernel, "CompositeExplicitAutograd")
+torch.library.register_fake(f"{TORCH_NPU_NS}::{OP}.out", _out_fake, lib=_lib)
+out_overload = getattr(getattr(torch.ops, TORCH_NPU_NS), OP).out
+
+
+# -- graph helpers ---------------------------------------------------------------------------
+
+def _workspace_reference(query, key, value, **kwargs):
+    """A zero workspace of query's dtype: the emulation needs none, so one element suffices."""
+    return query.new_zeros(1)
+
+
+workspace_op = NpuOp(WORKSPACE_SCHEMA, namespace=TORCH_NPU_NS,
+                     check=check_fused_infer_attention_score, reference=_workspace_reference,
+                     metadata_check=True, info=OpInfo(api="torch_npu"))
+workspace_op.forbid_autograd("a workspace query has no gradient")
+
+
+def _infer_output_params(query, value, input_layout, quant_scale2, block_table, num_heads,
+                         num_key_value_heads, softmax_lse_flag, query_rope):
+    return _params(dict(input_layout=input_layout, quant_scale2=quant_scale2,
+                        block_table=block_table, num_heads=num_heads,
+                        num_key_value_heads=num_key_value_heads,
+                        softmax_lse_flag=softmax_lse_flag, query_rope=query_rope))
+
+
+def _plan_from_query_value(query, value, p):
+    """Output plan from query and value alone (op-plugin ``construct_fia_output_tensor``)."""
+    from . import layouts
+    from .fia_normalize import FIA_LAYOUTS, OutputPlan, _kv_heads
+    q_layout, out_layout = layouts.split_layout(INFER_OUTPUT_OP, p["input_layout"], FIA_LAYOUTS)
+    n, _, d_q = layouts.query_dims(INFER_OUTPUT_OP, query, q_layout, p["num_heads"])
+    kv_heads = _kv_heads(p["num_heads"], p["num_key_value_heads"])
+    if p["block_table"] is not None:
+        d_v = {3: lambda: value.shape[2] // kv_heads, 4: lambda: value.shape[3],
+               5: lambda: value.shape[2] * value.shape[4]}.get(value.dim(), lambda: d_q)()
+    elif q_layout == "BSH":
+        d_v = value.shape[2] // kv_heads
+    else:
+        d_v = value.shape[-1]
+    if value.dtype == torch.int32:
+        d_v *= 8
+    dtype = torch.int8 if p["quant_scale2"] is not None else (
+        (p["query_rope"].dtype if p["query_rope"] is not None else torch.float16)
+        if query.dtype == torch.int8 else query.dtype)
+    return OutputPlan(q_layout, out_layout, tuple(query.shape), p["num_heads"], d_v or d_q, dtype,
+                      bool(p["softmax_lse_flag"]))
+
+
+def _infer_output_check(query, value, *, input_layout="BSH", quant_scale2=None, block_table=None,
+                        num_heads=1, num_key_value_heads=0, softmax_lse_flag=False,
+                        query_rope=None):
+    checks.expect(num_heads > 0, INFER_OUTPUT_OP, "num_heads", "a positive head count", num_heads,
+                  ValueError)
+    _plan_from_query_value(query, value, _infer_output_params(
+        query, value, input_layout, quant_scale2, block_table, num_heads, num_key_value_heads,
+        softmax_lse_flag, query_rope))
+
+
+def _infer_output_reference(query, value, *, input_layout="BSH", quant_scale2=None,
+                            block_table=None, num_heads=1, num_key_value_heads=0,
+                            softmax_lse_flag=False, query_rope=None):
+    plan = _plan_from_query_value(query, value, _infer_output_params(
+        query, value, input_layout, quant_scale2, block_table, num_heads, num_key_value_heads,
+        softmax_lse_flag, query_rope))
+    out, lse = empty_outputs(query, plan)
+    return out.zero_(), lse.zero_()
+
+
+infer_output_op = NpuOp(INFER_OUTPUT_SCHEMA, namespace=TORCH_NPU_NS, check=_infer_output_check,
+                        reference=_infer_output_reference, metadata_check=True,
+                        info=OpInfo(api="torch_npu"))
+infer_output_op.forbid_autograd("an output-shape query has no gradient")
+
+
+# -- Python functions --------------------------------------------------------------------------
+
+def _lengths(value):
+    """Lengths given as a tensor become a list (data-dependent: a graph break under compile)."""
+    if isinstance(value, torch.Tensor):
+        return [int(v) for v in value.reshape(-1).tolist()]
+    return value
+
+
+def _normalize_kwargs(kwargs: dict) -> dict:
+    for name in ("actual_seq_lengths", "actual_seq_lengths_kv", "actual_shared_prefix_len"):
+        if name in kwargs:
+            kwargs[name] = _lengths(kwargs[name])
+    return kwargs
+
+
+class _FusedInferAttentionScore:
+    """``torch_npu.npu_fused_infer_attention_score``: callable, with the ``.out`` overload as
+    an attribute (the page's ``npu_fused_infer_attention_score.out(..., out=[o, lse])``)."""
+
+    __name__ = OP
+
+    def __call__(self, query, key, value, *, out=None, workspace=None, **kwargs):
+        """Fused inference attention (seed 004 ``npu_fused_infer_attention_score``).
+
+        Formula: ``attention_out = softmax(scale * query @ key^T + pse_shift [masked]) @ value``;
+        ``softmax_lse = max + log(sum(exp(s - max)))`` (float32).
+
+        Parameters
+        ----------
+        query, key, value : Tensor
+            In ``input_layout`` (BSH, BSND, BNSD, BNSD_BSND, TND, NTD, TND_NTD, NTD_TND).  With
+            ``block_table`` the KV are paged caches ``[num_blocks, block_size, H]``,
+            ``[num_blocks, N, block_size, D]`` or NZ ``[num_blocks, N, D/16, block_size, 16]``.
+            int8 KV (and int4 packed eight to an int32) are dequantized with the antiquant
+            parameters: ``k = (k_int + offset) * scale``.
+        actual_seq_lengths, actual_seq_lengths_kv : list of int or Tensor
+            Valid lengths per batch (one value broadcasts); cumulative ends for TND / NTD (the KV
+            lengths stay per batch with a block table).  Tensors are read on the host.
+        atten_mask : bool / int8 / uint8 Tensor, True (1) = masked.  (Q_S, KV_S), (B, KV_S)
+            decode, (1, Q_S, KV_S), (B, 1, Q_S, KV_S), (1, 1, Q_S, KV_S); the compressed
+            (2048, 2048) mask for sparse_mode 2/3/4.
+        sparse_mode, pre_tokens, next_tokens : see ``fia_inputs.mask_and_band``.  A decode call
+            (Q_S == 1, no rope) ignores them.
+        num_heads, num_key_value_heads, scale, softmax_lse_flag, block_size, query_rope,
+        key_rope, key/value_antiquant_*, quant_scale2, quant_offset2, pse_shift,
+        key/value_shared_prefix, actual_shared_prefix_len, query/kv_padding_size : as documented.
+        out : [attention_out, softmax_lse], optional
+            Write into these (the ``.out`` overload); ``workspace`` is accepted and unused.
+
+        Returns
+        -------
+        (attention_out, softmax_lse) : attention_out in the query's layout (BNSD_BSND: BSND) and
+            dtype (int8 with quant_scale2); softmax_lse float32 [B, N, Q_S, 1] ([T, N, 1] for
+            TND) when softmax_lse_flag, else an empty float32 tensor.
+
+        Notes
+        -----
+        Computed in float32 and rounded once.  A query row that sees no key returns 0 (the
+        NPU's row-invalid correction, inner_precise 2/3; with 0/1 the NPU's value there is
+        unspecified) and lse -3.40e38.  Not reproduced (NotImplementedError): int8 queries /
+        full quantization, sparse_mode 9.  No backward (inference only).
+        """
+        kwargs = _normalize_kwargs(kwargs)
+        if out is not None:
+            return self.out(query, key, value, workspace=workspace, out=out, **kwargs)
+        return fused_infer_attention_score_op(query, key, value, **kwargs)
+
+    def out(self, query, key, value, *, out=None, workspace=None, attention_out=None,
+            softmax_lse=None, **kwargs):
+        """The ``.out`` overload: writes attention_out (and softmax_lse when flagged and shaped
+        like the lse) and returns both; ``out=[attention_out, softmax_lse]`` or keywords."""
+        if out is not None:
+            attention_out, softmax_lse = out
+        kwargs = _normalize_kwargs(kwargs)
+        return out_overload(query, key, value, workspace=workspace, attention_out=attention_out,
+                            softmax_lse=softmax_lse, **kwargs)
+
+
+npu_fused_infer_attention_score = _FusedInferAttentionScore()
+
+
+def _npu_fused_infer_attention_score_get_max_workspace(query, key, value, **kwargs):
+    """A workspace tensor for the ``.out`` overload (1-D, query's dtype; we need none)."""
+    return workspace_op(query, key, value, **_normalize_kwargs(kwargs))
+
+
+def _npu_fused_infer_attention_score_infer_output(query, *args, **kwargs):
+    """Zero ``(attention_out, softmax_lse)`` of the shapes the op would return.
+
+    The schema takes ``(query, value)``; the page's example passes ``(q, k, v)``, so a third
+    positional tensor is taken as value and the middle one ignored.
+    """
+    value = args[-1] if args else kwargs.pop("value")
+    return infer_output_op(query, value, **kwargs)
+
+
+TORCH_NPU_FUNCTIONS = {
+    OP: npu_fused_infer_attention_score,
+    WORKSPACE_OP: _npu_fused_infer_attention_score_get_max_workspace,
+    INFER_OUTPUT_OP: _npu_fused_infer_attention_score_infer_output,
+}
