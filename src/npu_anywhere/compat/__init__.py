@@ -9,7 +9,7 @@ import sys
 import torch
 
 from .. import library
-from . import device, device_strings, shim
+from . import device, device_strings, npu_testing, shim
 
 log = logging.getLogger("npu_anywhere.compat")
 
@@ -55,6 +55,7 @@ def install(*, claim_npu: bool | None = None, device_strings_enabled: bool = Tru
     sys.modules["torch_npu.npu"] = npu_module
     sys.modules["torch.npu"] = npu_module
     torch.npu = npu_module
+    npu_testing.register(torch_npu)
     _installed["torch_npu"] = torch_npu
 
 
@@ -64,6 +65,7 @@ def uninstall() -> None:
     if _installed.pop("device_strings", None):
         device_strings.disable()
     if _installed.pop("torch_npu", None) is not None:
+        npu_testing.unregister()
         for name in ("torch_npu", "torch_npu.npu", "torch.npu"):
             sys.modules.pop(name, None)
         if hasattr(torch, "npu"):
