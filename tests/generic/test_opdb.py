@@ -20,6 +20,15 @@ def _ids(items):
     return [f"{name}-{s.name}" for name, s in items]
 
 
+def _fake(mode, value):
+    """``value`` with every tensor (also inside a Tensor[] argument) made fake."""
+    if isinstance(value, torch.Tensor):
+        return mode.from_tensor(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_fake(mode, v) for v in value)
+    return value
+
+
 def _flat(out):
     if isinstance(out, torch.Tensor) or out is None:
         return [out]
@@ -54,9 +63,8 @@ def test_fake_matches_eager(name, sample):
     args, kwargs = sample.make()
     eager = _flat(REGISTRY[name].overload(*args, **kwargs))
     mode = FakeTensorMode()
-    fargs = tuple(mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args)
-    fkwargs = {k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
-               for k, v in kwargs.items()}
+    fargs = tuple(_fake(mode, a) for a in args)
+    fkwargs = {k: _fake(mode, v) for k, v in kwargs.items()}
     with mode:
         fake = _flat(REGISTRY[name].overload(*fargs, **fkwargs))
     assert len(fake) == len(eager)
@@ -77,9 +85,8 @@ def test_errors_identical_in_eager_and_fake(name, sample):
     after = [a for a in args if isinstance(a, torch.Tensor)]
     assert all(torch.equal(b, a) for b, a in zip(before, after)), "a failed call modified input"
     mode = FakeTensorMode()
-    fargs = tuple(mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args)
-    fkwargs = {k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
-               for k, v in kwargs.items()}
+    fargs = tuple(_fake(mode, a) for a in args)
+    fkwargs = {k: _fake(mode, v) for k, v in kwargs.items()}
     with pytest.raises(sample.error) as fake, mode:
         REGISTRY[name].overload(*fargs, **fkwargs)
     assert str(fake.value) == str(eager.value)
