@@ -48,8 +48,8 @@ OP = "npu_kv_rmsnorm_rope_cache: expected"
 V2 = "npu_kv_rmsnorm_rope_cache_v2: expected"
 HIF8 = npu_dtypes.HIFLOAT8
 _INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-SENT = {torch.float16: 9.0, torch.bfloat16: 9.0, torch.float32: 9.0, torch.int8: 77,
-        torch.uint8: 77, torch.float8_e4m3fn: 9.0, torch.float8_e5m2: 9.0}
+SENT = {torch.float16: 9.0, torch.bfloat16: 9.0, torch.float32: 9.0, torch.float64: 9.0,
+        torch.int8: 77, torch.uint8: 77, torch.float8_e4m3fn: 9.0, torch.float8_e5m2: 9.0}
 
 
 def bits(t):
@@ -230,7 +230,7 @@ def check_result(args, out_caches, outs, mode, eps=1e-5, scales=(None, None),
             ok = (diff == 0) | ((diff <= 1) & tie_mask.bool())
             assert bool(ok[mask].all())
         else:
-            tol = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2, torch.float32: 1e-5,
+            tol = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2, torch.float64: 1e-12,
                    torch.float8_e4m3fn: 0.13, torch.float8_e5m2: 0.26}[cache0.dtype]
             torch.testing.assert_close(cache.float()[mask], exp.float()[mask], rtol=tol,
                                        atol=tol)
@@ -249,9 +249,10 @@ MODES = ["Norm", "PA", "PA_BNSD", "PA_NZ", "PA_BLK_BNSD", "PA_BLK_NZ"]
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
 def test_modes_float(mode, dtype):
-    args = make(dtype=dtype, mode=mode, s=19 if "BLK" in mode else 3, bs=16 if dtype != torch.float32 else 8)
+    args = make(dtype=dtype, mode=mode, s=19 if "BLK" in mode else 3,
+                bs=16 if dtype != torch.float64 else 8)
     kc0, cc0 = args[5].clone(), args[6].clone()
     kv0 = args[0].clone()
     kc, cc = args[5], args[6]
@@ -367,6 +368,46 @@ def test_is_output_kv_false_and_one_token():
     out = na.npu_kv_rmsnorm_rope_cache(*args, cache_mode="PA_BNSD")
     assert out[2].shape == (1, 1, 1, 16) and out[3].shape == (1, 1, 1, 32)
     assert not out[2].any() and not out[3].any()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("api", ["v1", "v2", "v2_functional", "v2_path"])
+def test_all_padding_call_writes_nothing(mode, api):
+    """Every index -1 (a batch of padding only) is a valid call in every cache mode: both
+    caches keep every bit, and the outputs are still computed."""
+    if api == "v2_path":
+        args, v = make_v2(mode=mode, s=19 if "BLK" in mode else 3)
+    else:
+        args, v = make(mode=mode, s=19 if "BLK" in mode else 3), None
+    args[4].fill_(-1)
+    kc0, cc0 = args[5].clone(), args[6].clone()
+    fn = {"v1": na.npu_kv_rmsnorm_rope_cache, "v2_path": na.npu_kv_rmsnorm_rope_cache,
+          "v2": na.npu_kv_rmsnorm_rope_cache_v2,
+          "v2_functional": na.npu_kv_rmsnorm_rope_cache_v2_functional}[api]
+    out = fn(*args, v=v, cache_mode=mode, is_output_kv=True)
+    assert torch.equal(bits(args[5]), bits(kc0)) and torch.equal(bits(args[6]), bits(cc0))
+    if api == "v2_functional":
+        assert torch.equal(bits(out[2]), bits(kc0)) and torch.equal(bits(out[3]), bits(cc0))
+    outs = out[2:] if fn is na.npu_kv_rmsnorm_rope_cache else out[:2]
+    if v is None:
+        k64, y64 = golden_rows(*args[:4], 1e-5)
+        torch.testing.assert_close(outs[0].double(), k64, rtol=2e-3, atol=2e-3)
+        torch.testing.assert_close(outs[1].double(), y64, rtol=2e-3, atol=2e-3)
+    elif mode != "Norm":      # V2 'Norm' without quantization writes no outputs
+        assert torch.equal(outs[1], v)
+
+
+@pytest.mark.parametrize("v2", [False, True])
+def test_float32_kv_is_refused_in_default_mode(v2):
+    """No product takes float32 kv (seed 002, op-plugin's torch_npu doc, aclnn V2 doc:
+    float16 / bfloat16); default mode adds float64 only.  Eager and FakeTensor agree."""
+    if v2:
+        args, v = make_v2(mode="PA_BNSD", dtype=torch.float32, bs=8)
+    else:
+        args, v = make(mode="PA_BNSD", dtype=torch.float32, bs=8), None
+    kw = dict(cache_mode="PA_BNSD") if v is None else dict(cache_mode="PA_BNSD", v=v)
+    _raises_before_write(None, args, kw, TypeError, f"{OP} kv dtype in \\[.*float16.*bfloat16"
+                         ".*float64.*\\], but got float32")
 
 
 def _bad(mode="PA_BNSD", **kw):
@@ -642,12 +683,12 @@ def run_v2_and_check(args, v, mode, fn=na.npu_kv_rmsnorm_rope_cache, scales=(Non
     return out
 
 
-V2_BS = {torch.float16: 16, torch.bfloat16: 16, torch.float32: 8}
+V2_BS = {torch.float16: 16, torch.bfloat16: 16, torch.float64: 8}
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype,n", [(torch.float16, 2), (torch.bfloat16, 1),
-                                     (torch.float32, 4)])
+                                     (torch.float64, 4)])
 def test_v2_modes_float(mode, dtype, n):
     args, v = make_v2(n=n, dtype=dtype, mode=mode, s=19 if "BLK" in mode else 3,
                       bs=V2_BS[dtype])

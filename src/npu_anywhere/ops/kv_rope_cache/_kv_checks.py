@@ -24,7 +24,9 @@ CACHE_MODES = ("Norm", "PA", "PA_BNSD", "PA_NZ", "PA_BLK_BNSD", "PA_BLK_NZ")
 PAGED = CACHE_MODES[1:]
 NZ_MODES = ("PA_NZ", "PA_BLK_NZ")
 BLK_MODES = ("PA_BLK_BNSD", "PA_BLK_NZ")
-KV_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# Every product takes float16 / bfloat16 kv (seed 002, op-plugin's torch_npu doc, the aclnn V2
+# doc); default mode adds float64 only, for float64 goldens -- no product documents float32.
+KV_DTYPES = (torch.float16, torch.bfloat16, torch.float64)
 _STRICT_KV = (torch.float16, torch.bfloat16)
 QUANT_DTYPES = (torch.int8, torch.float8_e5m2, torch.float8_e4m3fn)
 # torch has no hifloat8 dtype: a cache read as hifloat8 (k_cache_dtype / ckv_cache_dtype =

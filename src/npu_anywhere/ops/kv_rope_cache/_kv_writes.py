@@ -136,8 +136,9 @@ def _plan(op, index, b, s, k_cache, cache_mode):
 def _write(cache, rows, dest, cache_mode):
     if cache_mode == "Norm":        # cache[b, n, pos] for every head n
         batch, pos = dest
+        # explicit sizes: an all-padding call has no rows, and -1 cannot be inferred from 0
         writable(cache)[batch, :, pos] = writable(rows).reshape(batch.numel(), cache.shape[1],
-                                                                -1)
+                                                                cache.shape[3])
     elif cache_mode in NZ_MODES:
         if cache.dim() == 4:    # [nb, bs, N, D] whose memory holds [nb, N*D//ld, bs, ld]
             nb, bs, n, d = cache.shape

@@ -265,7 +265,8 @@ npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, w
     Parameters
     ----------
     kv : Tensor
-        ``[B, 1, S, Dv + Dk]``, float16 or bfloat16 (float32 accepted outside strict mode).
+        ``[B, 1, S, Dv + Dk]``, float16 or bfloat16 (every product; float64 also outside
+        strict mode, for float64 goldens).
         With ``v``: ``[B, N, S, 192]``.
     gamma : Tensor
         ``[Dv]``, kv's dtype.  With ``v``: ``[192]``.

@@ -76,12 +76,20 @@ def _make(mode="PA_BNSD", dtype=torch.float16, *, b=2, s=3, dv=32, dk=32, bs=32,
     return (kv, gamma, cos, sin, index.to(torch.int64), kc, cc), kwargs
 
 
+def _all_padding(sample):
+    """The same call with every index -1: a batch of padding only, which writes nothing."""
+    args, kwargs = sample
+    args[4].fill_(-1)
+    return args, kwargs
+
+
 def _samples(e):
     for mode in ("Norm", "PA", "PA_BNSD", "PA_NZ", "PA_BLK_BNSD", "PA_BLK_NZ"):
         e.samples.append(Sample(f"{mode}_fp16", lambda mode=mode: _make(mode)))
     e.samples += [
         Sample("PA_BNSD_bf16", lambda: _make("PA_BNSD", torch.bfloat16)),
-        Sample("PA_NZ_fp32", lambda: _make("PA_NZ", torch.float32)),
+        Sample("PA_NZ_fp64", lambda: _make("PA_NZ", torch.float64)),
+        Sample("Norm_all_padding", lambda: _all_padding(_make("Norm"))),
         Sample("PA_NZ_int8_both", lambda: _make("PA_NZ", k_dtype=torch.int8,
                                                 c_dtype=torch.int8, quant=True)),
         Sample("PA_BLK_NZ_int8_k", lambda: _make("PA_BLK_NZ", k_dtype=torch.int8, quant=True,
@@ -140,6 +148,8 @@ def _errors(e, op):
         ErrorSample("int8_cache_no_scale",
                     with_(lambda a: a.__setitem__(5, a[5].to(torch.int8))), ValueError,
                     f"{op}: expected k_rope_scale a float32 tensor"),
+        ErrorSample("fp32_kv", lambda: _make("PA_NZ", torch.float32), TypeError,
+                    f"{op}: expected kv dtype in"),
         ErrorSample("block_size_8", lambda: _make("PA_BNSD", bs=8), ValueError,
                     f"{op}: expected k_cache a BlockSize"),
         ErrorSample("nz_dk_8", lambda: _make("PA_NZ", dk=8, dv=56, bs=16), ValueError,
