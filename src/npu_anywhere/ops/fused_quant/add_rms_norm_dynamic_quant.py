@@ -113,8 +113,11 @@ def add_rms_norm_dynamic_quant_reference(x1, x2, gamma, *, smooth_scale1=None,
     y, _, x = add_rms_norm_fp32(x1, x2, gamma, epsilon, round_sum=False,
                                 round_normalized=False, beta=beta)
     stat = torch.float64 if y.dtype == torch.float64 else torch.float32
-    empty_y = x1.new_empty((0,), dtype=fmt.packed_dtype)
-    empty_s = x1.new_empty((0,), dtype=stat)
+    # An output switched off is a 0-d tensor: op-plugin's eager kernel
+    # (op_plugin/ops/opapi/AddRmsNormDynamicQuantKernelNpuOpApi.cpp) allocates it with an empty
+    # size list.  The NPU leaves its one element unwritten; here it is 0.
+    empty_y = x1.new_zeros((), dtype=fmt.packed_dtype)
+    empty_s = x1.new_zeros((), dtype=stat)
     y1, s1 = _quant(y, smooth_scale1, fmt) if want1 else (empty_y, empty_s)
     y2, s2 = _quant(y, smooth_scale2, fmt) if want2 else (empty_y, empty_s)
     return y1, y2, x, s1.to(stat), s2.to(stat)
@@ -164,9 +167,12 @@ def npu_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smooth_
     -------
     (y1, y2, x, scale1, scale2)
         ``y_i``: x1's shape, int8 (int32 with last dim H / 8 for int4; uint8 for hifloat8);
-        ``scale_i``: float32, ``x1.shape[:-1]``.  An output that is not computed is an empty
-        ``(0,)`` tensor (as op-plugin's meta registration gives; the seed doc says shape [1]
-        and "no meaning").
+        ``scale_i``: float32, ``x1.shape[:-1]``.  An output that is not computed (y2 and
+        scale2 by default, or those switched off by output_mask) is a 0-d tensor of the
+        output's dtype holding 0, as op-plugin's eager kernel
+        (``op_plugin/ops/opapi/AddRmsNormDynamicQuantKernelNpuOpApi.cpp``) allocates it with
+        an empty size list (its value is unwritten memory on the NPU; the seed doc says shape
+        [1] and "no meaning").
         ``x``: ``x1 + x2`` in x1's dtype.
 
     Constraints
@@ -193,7 +199,7 @@ def npu_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smooth_
     >>> gamma = torch.ones(8, dtype=torch.float16)
     >>> y1, y2, x, s1, s2 = npu_anywhere.npu_add_rms_norm_dynamic_quant(x1, x2, gamma)
     >>> y1.dtype, s1.shape, y2.shape
-    (torch.int8, torch.Size([3, 4]), torch.Size([0]))
+    (torch.int8, torch.Size([3, 4]), torch.Size([]))
     """
     return add_rms_norm_dynamic_quant_op(
         x1, x2, gamma, smooth_scale1=smooth_scale1, smooth_scale2=smooth_scale2, beta=beta,
