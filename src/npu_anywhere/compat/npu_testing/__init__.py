@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import types
+from typing import Callable
 
 __all__: list[str] = []
 
@@ -22,14 +23,19 @@ SUBMODULES = {
 }
 
 
-def register(torch_npu: types.ModuleType) -> None:
-    """Make ``import torch_npu.testing.<name>`` find these modules."""
+def register(torch_npu: types.ModuleType,
+             register_module: Callable[[str, types.ModuleType], None] | None = None) -> None:
+    """Make ``import torch_npu.testing.<name>`` find these modules.
+
+    ``register_module(name, module)`` puts one entry into ``sys.modules`` (the shim's, which
+    :func:`npu_anywhere.uninstall` undoes); plain ``sys.modules[name] = module`` by default.
+    """
     import importlib
 
+    put = register_module or sys.modules.__setitem__
     package = sys.modules[__name__]
     for public, local in SUBMODULES.items():
-        module = importlib.import_module(f"{__name__}.{local}") if local else package
-        sys.modules[public] = module
+        put(public, importlib.import_module(f"{__name__}.{local}") if local else package)
     torch_npu.testing = package
 
 
