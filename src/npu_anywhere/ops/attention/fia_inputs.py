@@ -130,12 +130,17 @@ def mask_and_band(op: str, atten_mask: Optional[torch.Tensor], sparse_mode: int,
       2  leftUpCausal: ``j <= i``;  3  rightDownCausal: ``j <= i + kv_len - q_len``;
       4  band from the bottom-right corner: ``-pre <= j - (i + kv_len - q_len) <= next``.
     Modes 2-4 take the compressed 2048x2048 mask, whose values are not read (the rule is exact).
-    A decode call ignores sparse_mode and the tokens: only the mask and the lengths count.
+    A decode call ignores sparse_mode and the tokens: only the mask and the lengths count (a
+    compressed template passed with modes 2-4 is ignored too).
     """
     fields = {"mask": None, "pre_tokens": UNBOUNDED, "next_tokens": UNBOUNDED,
               "diag_offset": [0] * batch}
     if decode:
-        if atten_mask is not None:
+        # The compressed causal template of modes 2-4 carries nothing for one query row (the
+        # branch ignores sparse_mode); any other mask is a per-batch (B, KV_S)-style mask.
+        compressed = atten_mask is not None and sparse_mode in (2, 3, 4) and \
+            tuple(atten_mask.shape[-2:]) == (COMPRESSED, COMPRESSED)
+        if atten_mask is not None and not compressed:
             fields["mask"] = _mask_4d(op, atten_mask, batch, sq, skv, True, allow_2d)
         return fields
     checks.expect(sparse_mode in (0, 1, 2, 3, 4), op, "sparse_mode",

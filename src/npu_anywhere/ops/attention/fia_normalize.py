@@ -110,7 +110,10 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
         q_lens = inputs.per_batch(op, "actual_seq_lengths", p["actual_seq_lengths"], batch, sq)
         checks.expect(all(v <= sq for v in q_lens), op, "actual_seq_lengths",
                       lambda: f"lengths <= Q_S ({sq})", q_lens, ValueError)
-    decode = not packed and sq == 1 and p["query_rope"] is None
+    # The incremental branch (FIA with Q_S == 1 and no rope; IFA always; PFA never).
+    branch = p.get("_branch")
+    decode = (not packed and sq == 1 and p["query_rope"] is None) if branch is None \
+        else branch == "decode"
     if decode:
         q_lens = [1] * batch
 
@@ -265,8 +268,8 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
                 layouts.to_bnsd(p["key_rope"], q_layout, kv_heads)
             k_dense = torch.cat([k_dense.to(torch.float32), kr.to(torch.float32)], dim=-1)
     if left_pad:
-        q, k_dense, v_dense, plan.q_start, kv_start = _left_padding(p, q, k_dense, v_dense,
-                                                                    q_lens, kv_lens)
+        q, k_dense, v_dense, plan.q_start, kv_start, kv_lens = _left_padding(
+            op, p, q, k_dense, v_dense, q_lens, kv_lens)
     band = inputs.mask_and_band(op, p["atten_mask"], p["sparse_mode"], p["pre_tokens"],
                                 p["next_tokens"], batch=batch, sq=sq, skv=mask_skv,
                                 q_lens=q_lens, kv_lens=kv_lens, decode=decode,
@@ -310,10 +313,11 @@ def _prepend_prefix(op, p, q_layout, kv_heads, k, v, kv_lens):
 
 
 def _starts(pad: Optional[torch.Tensor], s: int, lens: list) -> Optional[list]:
+    """First valid row per batch, ``S - pad - len`` (a negative padding counts as 0)."""
     if pad is None:
         return None
-    value = max(int(pad.reshape(-1)[0]), 0)          # negative padding counts as 0
-    return [max(s - value - n, 0) for n in lens]
+    value = max(int(pad.reshape(-1)[0]), 0)
+    return [s - value - n for n in lens]
 
 
 def _shift(x: torch.Tensor, starts: Optional[list], dim: int) -> torch.Tensor:
@@ -327,13 +331,25 @@ def _shift(x: torch.Tensor, starts: Optional[list], dim: int) -> torch.Tensor:
     return out
 
 
-def _left_padding(p, q, k, v, q_lens, kv_lens):
-    """Left padding: batch b's valid rows are ``S - pad - len : S - pad``; shift them to row 0."""
+def _left_padding(op, p, q, k, v, q_lens, kv_lens):
+    """Left padding: batch b's valid rows are ``S - pad - len : S - pad``; shift them to row 0.
+
+    A KV window starting before row 0 gives an all-zero output (the page's rule); a query window
+    starting before row 0 is rejected (the page calls its result unspecified).
+    """
     q_start = _starts(p["query_padding_size"], q.shape[2], q_lens) if p["actual_seq_lengths"] \
         is not None else None
     kv_start = _starts(p["kv_padding_size"], k.shape[2], kv_lens) if p["actual_seq_lengths_kv"] \
         is not None else None
-    return _shift(q, q_start, 2), _shift(k, kv_start, 2), _shift(v, kv_start, 2), q_start, kv_start
+    if q_start is not None:
+        checks.expect(min(q_start) >= 0, op, "query_padding_size",
+                      "Q_S - query_padding_size - actual_seq_lengths >= 0 for every batch",
+                      q_start, ValueError)
+    if kv_start is not None:
+        kv_lens = [0 if st < 0 else n for st, n in zip(kv_start, kv_lens)]
+        kv_start = [max(st, 0) for st in kv_start]
+    return (_shift(q, q_start, 2), _shift(k, kv_start, 2), _shift(v, kv_start, 2), q_start,
+            kv_start, kv_lens)
 
 
 def _shift_rows(t, q_start, kv_start):
