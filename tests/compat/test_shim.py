@@ -80,20 +80,55 @@ def test_cann_ops_transformer_import(shim):
         torch.testing.assert_close(out.double(), t.double() * cos.double() + rot(t.double()) * sin.double())
 
 
-def test_documented_but_unimplemented_op_raises_not_implemented(shim):
-    import torch_npu
+def _missing_documented(api):
+    """A documented op of ``api`` that nothing implements (looked up now: ops keep landing)."""
+    from npu_anywhere.compat.unimplemented import documented_ops
+    for name, entry in sorted(documented_ops().items()):
+        if (entry["api"] == api and not name.startswith("_")
+                and name not in npu_anywhere.ops.TORCH_NPU_FUNCTIONS
+                and not hasattr(torch.ops.npu, name)):
+            return name
+    pytest.skip(f"every documented {api} op is implemented")
 
-    assert hasattr(torch_npu, "npu_fusion_attention")
-    stub = torch_npu.npu_fusion_attention
-    assert callable(stub)
-    with pytest.raises(NotImplementedError, match="npu_fusion_attention"):
-        stub(torch.zeros(1), torch.zeros(1), torch.zeros(1), 1, "BSND")
+
+def test_documented_but_unimplemented_op_is_absent_and_raises_not_implemented(shim):
+    import torch_npu
+    from npu_anywhere.compat.unimplemented import NotImplementedOpError
+
+    name = _missing_documented("torch_npu")
+    # Feature detection sees the truth...
+    assert not hasattr(torch_npu, name)
+    assert getattr(torch_npu, name, None) is None
+    # ...and a direct call names the op as not implemented (before any argument is looked at).
+    with pytest.raises(NotImplementedError, match=f"torch_npu.{name} is documented but not "
+                       "implemented"):
+        getattr(torch_npu, name)(torch.zeros(1), "BSND")
+    with pytest.raises(NotImplementedOpError, match=f"torch.ops.npu.{name} is documented"):
+        getattr(torch.ops.npu, name)
+    assert not hasattr(torch.ops.npu, name)
+    assert hasattr(torch.ops.npu, "npu_rotary_mul")
     # An op of the "custom" api is reachable through torch_npu too.
-    with pytest.raises(NotImplementedError, match="npu_sparse_flash_attention"):
-        torch_npu.npu_sparse_flash_attention()
+    custom = _missing_documented("custom")
+    with pytest.raises(NotImplementedError, match=custom):
+        getattr(torch_npu, custom)()
     # ...but a torch_npu op is not part of cann_ops_transformer.
     import cann_ops_transformer.ops
-    assert not hasattr(cann_ops_transformer.ops, "npu_fusion_attention")
+    with pytest.raises(AttributeError) as info:
+        getattr(cann_ops_transformer.ops, name)
+    assert not isinstance(info.value, NotImplementedError)
+
+
+def test_implemented_set_is_read_at_lookup_time(shim, monkeypatch):
+    import torch_npu
+
+    name = _missing_documented("torch_npu")
+    assert not hasattr(torch_npu, name)
+    monkeypatch.setitem(npu_anywhere.ops.TORCH_NPU_FUNCTIONS, name, npu_anywhere.npu_rotary_mul)
+    assert getattr(torch_npu, name) is npu_anywhere.npu_rotary_mul
+
+
+def test_uninstall_restores_torch_ops_namespace(shim):
+    assert type(torch.ops.npu).__name__.startswith("DocumentedOpNamespace")
 
 
 def test_unknown_name_raises_attribute_error(shim):
@@ -157,6 +192,7 @@ def test_uninstall_restores_sys_modules():
     if not npu_anywhere.library.REAL_CANN_OPS_TRANSFORMER:
         with pytest.raises(ModuleNotFoundError):
             import cann_ops_transformer  # noqa: F401
+    assert type(torch.ops.npu) is torch._ops._OpNamespace
     npu_anywhere.uninstall()  # a second uninstall is harmless
 
 

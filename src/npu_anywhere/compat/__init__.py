@@ -1,19 +1,58 @@
 """Compatibility shims: ``import torch_npu``, ``import cann_ops_transformer``, ``torch.npu``,
-``Tensor.npu()`` and ``device="npu"`` on a machine without an NPU."""
+``Tensor.npu()``, ``device="npu"`` and ``from torch_npu.contrib import transfer_to_npu`` on a
+machine without an NPU."""
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import logging
 import sys
+import types
 
 import torch
 
 from .. import library
-from . import device, device_strings, npu_testing, shim
+from . import (amp, device, device_strings, generator, npu_module, npu_testing, serialization,
+               shim, transfer, unimplemented)
 
 log = logging.getLogger("npu_anywhere.compat")
 
 _installed: dict[str, object] = {}
+_modules: list[str] = []  # sys.modules entries install() made, undone by uninstall()
+
+
+def register_module(name: str, module: types.ModuleType) -> None:
+    """Put ``module`` in ``sys.modules`` as ``name`` until :func:`uninstall`."""
+    sys.modules[name] = module
+    if name not in _modules:
+        _modules.append(name)
+
+
+class _TransferToNpuFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports ``torch_npu.contrib.transfer_to_npu``: importing it applies the transfer, as
+    importing the real module does."""
+
+    NAME = "torch_npu.contrib.transfer_to_npu"
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.NAME:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec):
+        return transfer.make_module(spec.name)
+
+    def exec_module(self, module):
+        if "device_strings" not in _installed:
+            raise ImportError("torch_npu.contrib.transfer_to_npu: expected npu_anywhere.install() "
+                              "with the device strings enabled, but got "
+                              "install(device_strings_enabled=False)")
+        transfer.apply()
+        _modules.append(self.NAME)
+
+
+_finder = _TransferToNpuFinder()
 
 
 def install(*, claim_npu: bool | None = None, device_strings_enabled: bool = True) -> None:
@@ -22,8 +61,10 @@ def install(*, claim_npu: bool | None = None, device_strings_enabled: bool = Tru
     Afterwards ``import torch_npu`` and ``import cann_ops_transformer`` give thin modules
     forwarding to npu_anywhere, ``torch.npu`` is the device API of
     :mod:`npu_anywhere.compat.device`, and (with ``device_strings_enabled``) ``device="npu"``,
-    ``.to("npu")`` and ``.npu()`` mean the local device.  A real torch_npu is never shadowed:
-    when it is installed this only provides ``cann_ops_transformer`` (if that is absent too).
+    ``.to("npu")``, ``.npu()``, ``torch.load(map_location="npu")``,
+    ``torch.Generator("npu")`` and ``torch.autocast("npu")`` mean the local device.  A real
+    torch_npu is never shadowed: when it is installed this only provides
+    ``cann_ops_transformer`` (if that is absent too).
 
     Parameters
     ----------
@@ -32,14 +73,16 @@ def install(*, claim_npu: bool | None = None, device_strings_enabled: bool = Tru
         accelerate keep their CPU/CUDA paths; ``NPU_ANYWHERE_CLAIM_NPU=1`` also turns it on.
     device_strings_enabled : bool
         Map "npu" device strings (installs a TorchFunctionMode; a few microseconds per torch
-        call).
+        call) and patch ``torch.Generator``, ``torch.autocast`` / ``GradScaler`` and the
+        ``torch.load`` location registry for them.
     """
     if claim_npu is not None:
         device.set_claim_npu(claim_npu)
     if not library.REAL_CANN_OPS_TRANSFORMER and "cann_ops_transformer" not in _installed:
         package, ops_module = shim.make_cann_ops_transformer()
-        sys.modules["cann_ops_transformer"] = package
-        sys.modules["cann_ops_transformer.ops"] = ops_module
+        register_module("cann_ops_transformer", package)
+        register_module("cann_ops_transformer.ops", ops_module)
+        unimplemented.hook_torch_ops(library.CANN_NS, {"cann_ops_transformer"})
         _installed["cann_ops_transformer"] = package
     if library.REAL_TORCH_NPU:
         log.info("npu_anywhere.install: the real torch_npu is installed; leaving it in charge")
@@ -48,31 +91,44 @@ def install(*, claim_npu: bool | None = None, device_strings_enabled: bool = Tru
         return
     if device_strings_enabled:
         device_strings.enable()
+        generator.enable()
+        amp.enable()
+        serialization.enable()
         _installed["device_strings"] = True
-    npu_module = device.make_module("torch.npu")
-    torch_npu = shim.make_torch_npu(npu_module)
-    sys.modules["torch_npu"] = torch_npu
-    sys.modules["torch_npu.npu"] = npu_module
-    sys.modules["torch.npu"] = npu_module
-    torch.npu = npu_module
-    npu_testing.register(torch_npu)
+    npu = npu_module.make_module("torch.npu")
+    torch_npu = shim.make_torch_npu(npu)
+    torch_npu.contrib = shim.make_contrib()
+    register_module("torch_npu", torch_npu)
+    register_module("torch_npu.contrib", torch_npu.contrib)
+    for name in ("torch_npu.npu", "torch.npu"):
+        register_module(name, npu)
+        register_module(f"{name}.amp", npu.amp)
+        register_module(f"{name}.utils", npu.utils)
+    npu_testing.register(torch_npu, register_module)
+    if _finder not in sys.meta_path:
+        sys.meta_path.insert(0, _finder)
+    unimplemented.hook_torch_ops(library.TORCH_NPU_NS, {"torch_npu", "custom"})
+    torch.npu = npu
     _installed["torch_npu"] = torch_npu
 
 
 def uninstall() -> None:
     """Undo :func:`install` (the PrivateUse1 backend keeps the name "npu": torch cannot rename
     it twice)."""
+    transfer.undo()
     if _installed.pop("device_strings", None):
         device_strings.disable()
-    if _installed.pop("torch_npu", None) is not None:
-        npu_testing.unregister()
-        for name in ("torch_npu", "torch_npu.npu", "torch.npu"):
-            sys.modules.pop(name, None)
-        if hasattr(torch, "npu"):
-            del torch.npu
-    if _installed.pop("cann_ops_transformer", None) is not None:
-        for name in ("cann_ops_transformer", "cann_ops_transformer.ops"):
-            sys.modules.pop(name, None)
+        generator.disable()
+        amp.disable()
+        serialization.disable()
+    if _finder in sys.meta_path:
+        sys.meta_path.remove(_finder)
+    unimplemented.unhook_torch_ops()
+    while _modules:
+        sys.modules.pop(_modules.pop(), None)
+    if _installed.pop("torch_npu", None) is not None and hasattr(torch, "npu"):
+        del torch.npu
+    _installed.pop("cann_ops_transformer", None)
 
 
 def installed() -> bool:

@@ -5,19 +5,32 @@ The local device is CUDA when available, else CPU; ``NPU_ANYWHERE_DEVICE=cpu`` (
 (``install(claim_npu=True)`` or ``NPU_ANYWHERE_CLAIM_NPU=1``): libraries such as HF accelerate
 test ``torch.npu.is_available()`` to decide that an NPU exists, and would then take Ascend-only
 paths (HCCL, ``npu:`` device strings) that cannot work here.
+
+The device answers to the name of the product strict mode enforces (``get_device_name()`` is
+"Ascend910B" under ``strict("A2")``, and in default mode too: Ascend code branches on that name,
+and A2 is the line most of it targets).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import time
 import types
 from typing import Any, Optional
 
 import torch
 
+from .. import targets
+
 _claim_npu = os.environ.get("NPU_ANYWHERE_CLAIM_NPU", "") not in ("", "0", "false", "False")
+# torch.cuda as it was before transfer_to_npu patched it (the CUDA stand-in calls these).
+_cuda = types.SimpleNamespace(**{name: getattr(torch.cuda, name) for name in (
+    "is_available", "device_count", "current_device", "set_device", "get_device_name",
+    "get_device_properties", "synchronize", "manual_seed", "manual_seed_all", "seed",
+    "seed_all", "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all",
+    "set_rng_state_all", "empty_cache", "memory_allocated", "max_memory_allocated",
+    "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
+    "reset_max_memory_allocated", "mem_get_info", "memory_stats", "memory_summary", "device",
+    "is_bf16_supported")})
 
 
 def set_claim_npu(value: bool) -> None:
@@ -33,8 +46,8 @@ def local_device(index: Optional[int] = None) -> torch.device:
         if index is not None and dev.type == "cuda" and dev.index is None:
             return torch.device("cuda", index)
         return dev
-    if torch.cuda.is_available():
-        return torch.device("cuda", torch.cuda.current_device() if index is None else index)
+    if _cuda.is_available():
+        return torch.device("cuda", _cuda.current_device() if index is None else index)
     return torch.device("cpu")
 
 
@@ -49,11 +62,25 @@ def is_available() -> bool:
 
 
 def device_count() -> int:
-    return torch.cuda.device_count() if _on_cuda() else 1
+    return _cuda.device_count() if _on_cuda() else 1
 
 
 def current_device() -> int:
-    return torch.cuda.current_device() if _on_cuda() else 0
+    return _cuda.current_device() if _on_cuda() else 0
+
+
+def _index(device: Any, api: str = "torch.npu.set_device") -> int:
+    if device is None:
+        return current_device()
+    if isinstance(device, int) and not isinstance(device, bool):
+        return device
+    if isinstance(device, str):
+        device = device.split(":", 1)[1] if ":" in device else "0"
+        return int(device)
+    if isinstance(device, torch.device):
+        return device.index or 0
+    raise TypeError(f"{api}: expected an int, str or torch.device, but got "
+                    f"{type(device).__name__}")
 
 
 def set_device(device: Any) -> None:
@@ -62,19 +89,34 @@ def set_device(device: Any) -> None:
         raise RuntimeError(f"torch.npu.set_device: expected a device index < {device_count()} "
                            f"(local device {local_device()}), but got {index}")
     if _on_cuda():
-        torch.cuda.set_device(index)
+        _cuda.set_device(index)
 
 
-def _index(device: Any) -> int:
-    if isinstance(device, int):
-        return device
-    if isinstance(device, str):
-        device = device.split(":", 1)[1] if ":" in device else "0"
-        return int(device)
-    if isinstance(device, torch.device):
-        return device.index or 0
-    raise TypeError(f"torch.npu.set_device: expected an int, str or torch.device, but got "
-                    f"{type(device).__name__}")
+class device:
+    """``with torch.npu.device(i):`` -- select the device inside the block."""
+
+    def __init__(self, device: Any):
+        self.idx = -1 if device is None else _index(device, "torch.npu.device")
+        self._previous = -1
+
+    def __enter__(self) -> "device":
+        if self.idx >= 0:
+            self._previous = current_device()
+            if self.idx != self._previous:
+                set_device(self.idx)
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        if self.idx >= 0 and self._previous != self.idx:
+            set_device(self._previous)
+        return False
+
+
+class device_of(device):
+    """``with torch.npu.device_of(tensor):`` -- the device of ``tensor`` inside the block."""
+
+    def __init__(self, obj: Any):
+        super().__init__(obj.get_device() if obj.device.type == "cuda" else -1)
 
 
 def is_initialized() -> bool:
@@ -85,34 +127,127 @@ def init() -> None:
     return None
 
 
-def get_device_name(device: Any = None) -> str:
-    if _on_cuda():
-        return f"npu_anywhere on {torch.cuda.get_device_name(device)}"
-    return "npu_anywhere on cpu"
-
-
-def get_device_properties(device: Any = None) -> Any:
-    if _on_cuda():
-        return torch.cuda.get_device_properties(device)
-    return types.SimpleNamespace(name=get_device_name(), total_memory=_host_memory(),
-                                 major=0, minor=0, multi_processor_count=os.cpu_count() or 1)
+_lazy_init = init
 
 
 def synchronize(device: Any = None) -> None:
     if _on_cuda():
-        torch.cuda.synchronize()
-
-
-def manual_seed(seed: int) -> None:
-    torch.manual_seed(seed)
-
-
-manual_seed_all = manual_seed
+        _cuda.synchronize()
 
 
 def set_compile_mode(jit_compile: bool = False) -> None:
     """Ascend kernel-compilation switch; there is nothing to switch here."""
     return None
+
+
+# -- what the device is ----------------------------------------------------------------------
+
+_PRODUCT_NAMES = {
+    targets.Product.ATLAS_TRAINING: "Ascend910A",
+    targets.Product.ATLAS_INFERENCE: "Ascend310P3",
+    targets.Product.A2: "Ascend910B",
+    targets.Product.A3: "Ascend910_9391",
+    targets.Product.ASCEND_950: "Ascend950PR",
+}
+# (AI cube cores, vector cores, L2 MiB) of the product's largest part, as npu-smi reports them.
+_PRODUCT_CORES = {
+    targets.Product.ATLAS_TRAINING: (32, 0, 32),
+    targets.Product.ATLAS_INFERENCE: (8, 7, 16),
+    targets.Product.A2: (24, 48, 192),
+    targets.Product.A3: (24, 48, 192),
+    targets.Product.ASCEND_950: (32, 64, 128),
+}
+
+
+def product() -> targets.Product:
+    """The product this device impersonates: the strict-mode one, else Atlas A2."""
+    return targets.current() or targets.Product.A2
+
+
+def get_device_name(device: Any = None) -> str:
+    return _PRODUCT_NAMES[product()]
+
+
+def get_device_properties(device: Any = None) -> Any:
+    """Properties shaped as torch_npu's (name, total_memory, cube/vector cores, L2 size)."""
+    cube, vector, l2_mib = _PRODUCT_CORES[product()]
+    total = (_cuda.get_device_properties(device).total_memory if _on_cuda()
+             else _host_memory())
+    return types.SimpleNamespace(name=get_device_name(device), total_memory=total,
+                                 cube_core_num=cube, vector_core_num=vector,
+                                 L2_cache_size=l2_mib * 1024 * 1024, major=0, minor=0,
+                                 multi_processor_count=cube)
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    return (0, 0)
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """bfloat16 is native from Atlas A2 on; the 910 and 310P lines lack it."""
+    return product() not in (targets.Product.ATLAS_TRAINING, targets.Product.ATLAS_INFERENCE)
+
+
+def is_support_inf_nan() -> bool:
+    return True
+
+
+# -- random numbers: the stand-in shares the local device's generator ------------------------
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def manual_seed(seed: int) -> None:
+    if _on_cuda():
+        _cuda.manual_seed(seed)
+    else:
+        # Not torch.manual_seed: that seeds every backend and calls back into manual_seed_all.
+        torch.default_generator.manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    if _on_cuda():
+        _cuda.manual_seed_all(seed)
+    else:
+        torch.default_generator.manual_seed(int(seed))
+
+
+def seed() -> None:
+    if _on_cuda():
+        _cuda.seed()
+    else:
+        torch.default_generator.seed()
+
+
+seed_all = seed
+
+
+def initial_seed() -> int:
+    return _cuda.initial_seed() if _on_cuda() else torch.default_generator.initial_seed()
+
+
+def get_rng_state(device: Any = "npu") -> torch.Tensor:
+    return _cuda.get_rng_state() if _on_cuda() else torch.default_generator.get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "npu") -> None:
+    if _on_cuda():
+        _cuda.set_rng_state(new_state)
+    else:
+        torch.default_generator.set_state(new_state)
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [get_rng_state()]
+
+
+def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
+    set_rng_state(new_states[0])
 
 
 # -- memory ----------------------------------------------------------------------------------
@@ -127,7 +262,7 @@ def _host_memory() -> int:
 def _cuda_or(name: str, default: Any):
     def call(*args, **kwargs):
         if _on_cuda():
-            return getattr(torch.cuda, name)(*args, **kwargs)
+            return getattr(_cuda, name)(*args, **kwargs)
         return default() if callable(default) else default
     call.__name__ = name
     return call
@@ -138,96 +273,15 @@ memory_allocated = _cuda_or("memory_allocated", 0)
 max_memory_allocated = _cuda_or("max_memory_allocated", 0)
 memory_reserved = _cuda_or("memory_reserved", 0)
 max_memory_reserved = _cuda_or("max_memory_reserved", 0)
+memory_cached = memory_reserved
+max_memory_cached = max_memory_reserved
 reset_peak_memory_stats = _cuda_or("reset_peak_memory_stats", None)
 reset_max_memory_allocated = _cuda_or("reset_max_memory_allocated", None)
+reset_max_memory_cached = reset_max_memory_allocated
 mem_get_info = _cuda_or("mem_get_info", lambda: (_host_memory(), _host_memory()))
-
-
-# -- streams and events ----------------------------------------------------------------------
-
-class Stream:
-    """A CPU stand-in for an NPU stream: work is synchronous, so every wait is immediate."""
-
-    def __new__(cls, *args, **kwargs):
-        if _on_cuda():
-            return torch.cuda.Stream(*args, **kwargs)
-        return super().__new__(cls)
-
-    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any):
-        self.device = local_device()
-        self.priority = priority
-
-    def synchronize(self) -> None:
-        return None
-
-    def query(self) -> bool:
-        return True
-
-    def wait_stream(self, stream: Any) -> None:
-        return None
-
-    def wait_event(self, event: Any) -> None:
-        return None
-
-    def record_event(self, event: Any = None) -> "Event":
-        event = event or Event()
-        event.record(self)
-        return event
-
-
-class Event:
-    """A CPU stand-in for an NPU event, timing with the host clock."""
-
-    def __new__(cls, *args, **kwargs):
-        if _on_cuda():
-            return torch.cuda.Event(*args, **kwargs)
-        return super().__new__(cls)
-
-    def __init__(self, enable_timing: bool = False, blocking: bool = False,
-                 interprocess: bool = False, **kwargs: Any):
-        self._time: Optional[float] = None
-
-    def record(self, stream: Any = None) -> None:
-        self._time = time.perf_counter()
-
-    def synchronize(self) -> None:
-        return None
-
-    def wait(self, stream: Any = None) -> None:
-        return None
-
-    def query(self) -> bool:
-        return True
-
-    def elapsed_time(self, end: "Event") -> float:
-        if self._time is None or end._time is None:
-            raise RuntimeError("Event.elapsed_time: expected both events recorded, but got an "
-                               "unrecorded event")
-        return (end._time - self._time) * 1000.0
-
-
-_default_stream: Optional[Stream] = None
-
-
-def current_stream(device: Any = None) -> Any:
-    global _default_stream
-    if _on_cuda():
-        return torch.cuda.current_stream(device)
-    if _default_stream is None:
-        _default_stream = Stream()
-    return _default_stream
-
-
-default_stream = current_stream
-
-
-@contextlib.contextmanager
-def stream(s: Any = None):
-    if _on_cuda() and s is not None:
-        with torch.cuda.stream(s):
-            yield
-    else:
-        yield
+memory_stats = _cuda_or("memory_stats", dict)
+memory_summary = _cuda_or("memory_summary", "npu_anywhere: the stand-in device is the CPU; "
+                          "its memory is not tracked.")
 
 
 class _Config:
@@ -236,17 +290,13 @@ class _Config:
 
 config = _Config()
 
-
-def make_module(name: str) -> types.ModuleType:
-    """A module object exposing this API (for ``torch.npu`` and ``torch_npu.npu``)."""
-    module = types.ModuleType(name, __doc__)
-    for attr in ("is_available", "device_count", "current_device", "set_device",
-                 "is_initialized", "init", "get_device_name", "get_device_properties",
-                 "synchronize", "manual_seed", "manual_seed_all", "set_compile_mode",
-                 "empty_cache", "memory_allocated", "max_memory_allocated", "memory_reserved",
-                 "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
-                 "mem_get_info", "Stream", "Event", "current_stream", "default_stream",
-                 "stream", "config"):
-        setattr(module, attr, globals()[attr])
-    module.local_device = local_device
-    return module
+API = ("is_available", "device_count", "current_device", "set_device", "device", "device_of",
+       "is_initialized", "init", "_lazy_init", "synchronize", "set_compile_mode",
+       "get_device_name", "get_device_properties", "get_device_capability",
+       "get_amp_supported_dtype", "is_bf16_supported", "is_support_inf_nan",
+       "_is_in_bad_fork", "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
+       "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
+       "empty_cache", "memory_allocated", "max_memory_allocated", "memory_reserved",
+       "max_memory_reserved", "memory_cached", "max_memory_cached", "reset_peak_memory_stats",
+       "reset_max_memory_allocated", "reset_max_memory_cached", "mem_get_info",
+       "memory_stats", "memory_summary", "config", "local_device")

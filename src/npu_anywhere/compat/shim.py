@@ -1,44 +1,39 @@
 """Thin ``torch_npu`` and ``cann_ops_transformer`` modules forwarding to npu_anywhere.
 
-Implemented ops are plain attributes.  Ops the specification documents but npu_anywhere does
-not implement yet resolve to a stub that raises NotImplementedError naming the op, so code that
-only references them (``hasattr``, feature tables) keeps working; any other missing name raises
-AttributeError like a real module.
+Implemented ops are attributes.  Ops the specification documents but npu_anywhere does not
+implement yet are absent to ``hasattr`` and raise a :class:`NotImplementedOpError` (an
+AttributeError and a NotImplementedError) naming the op when asked for
+(:mod:`npu_anywhere.compat.unimplemented`); any other missing name raises AttributeError like
+a real module.  ``torch_npu.npu`` is the device API (with ``amp`` and ``utils``), and
+``torch_npu.contrib.transfer_to_npu`` is importable (importing it applies
+:mod:`npu_anywhere.compat.transfer`).
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import types
-from importlib import resources
 from typing import Any, Callable
 
-from .. import dtypes
+import torch
+
+from .. import dtypes, library
 from .. import ops as _ops
+from . import unimplemented
+from .unimplemented import NotImplementedOpError, documented_ops  # noqa: F401  (re-exported)
 
 
-@functools.lru_cache(maxsize=None)
-def documented_ops() -> dict[str, dict]:
-    """Every op of the specification, by name (from data/seed_ops.json)."""
-    text = resources.files("npu_anywhere").joinpath("data/seed_ops.json").read_text("utf-8")
-    return {entry["name"]: entry for entry in json.loads(text)}
-
-
-def _not_implemented(qualified: str) -> Callable[..., Any]:
-    def stub(*args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"{qualified} is documented but not implemented by "
-                                  "npu_anywhere yet")
-    stub.__name__ = qualified.rsplit(".", 1)[-1]
-    stub.__qualname__ = qualified
-    return stub
-
-
-def _module_getattr(module_name: str, apis: set[str]) -> Callable[[str], Any]:
+def _module_getattr(module_name: str, functions: dict, namespace: str,
+                    apis: set[str]) -> Callable[[str], Any]:
     def __getattr__(name: str) -> Any:
-        entry = documented_ops().get(name)
-        if entry is not None and entry["api"] in apis:
-            return _not_implemented(f"{module_name}.{name}")
+        # Looked up now, not at install: ops may register later.
+        function = functions.get(name)
+        if function is not None:
+            return function
+        if not name.startswith("__") and unimplemented.is_documented(name, apis):
+            try:  # defined with torch.library but not (yet) exposed as a Python function
+                return getattr(getattr(torch.ops, namespace), name)
+            except AttributeError:
+                raise unimplemented.error(f"{module_name}.{name}") from None
         raise AttributeError(f"module {module_name!r} (npu_anywhere shim) has no attribute "
                              f"{name!r}")
     return __getattr__
@@ -56,7 +51,20 @@ def make_torch_npu(device_module: types.ModuleType) -> types.ModuleType:
     # (vllm-ascend's CPU tests hard-code the same values).
     for code, dtype_name in dtypes.NPU_DTYPE_NAMES.items():
         setattr(module, dtype_name, code)
-    module.__getattr__ = _module_getattr("torch_npu", {"torch_npu", "custom"})
+    module.__getattr__ = _module_getattr("torch_npu", _ops.TORCH_NPU_FUNCTIONS,
+                                         library.TORCH_NPU_NS, {"torch_npu", "custom"})
+    return module
+
+
+def make_contrib() -> types.ModuleType:
+    module = types.ModuleType("torch_npu.contrib", "torch_npu.contrib (npu_anywhere shim): "
+                              "transfer_to_npu.")
+    module.__path__ = []
+
+    def __getattr__(name: str) -> Any:
+        raise AttributeError(f"module 'torch_npu.contrib' (npu_anywhere shim) has no "
+                             f"attribute {name!r}")
+    module.__getattr__ = __getattr__
     return module
 
 
@@ -69,7 +77,8 @@ def make_cann_ops_transformer() -> tuple[types.ModuleType, types.ModuleType]:
     for name, fn in _ops.CANN_FUNCTIONS.items():
         setattr(ops_module, name, fn)
         setattr(package, name, fn)
-    getattr_ = _module_getattr("cann_ops_transformer", {"cann_ops_transformer"})
+    getattr_ = _module_getattr("cann_ops_transformer", _ops.CANN_FUNCTIONS, library.CANN_NS,
+                               {"cann_ops_transformer"})
     ops_module.__getattr__ = getattr_
     package.__getattr__ = getattr_
     package.ops = ops_module

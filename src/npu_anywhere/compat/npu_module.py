@@ -1,0 +1,28 @@
+"""The module objects ``torch.npu`` / ``torch_npu.npu`` and their ``amp`` and ``utils``
+submodules, assembled from :mod:`.device`, :mod:`.streams`, :mod:`.tensor_types` and
+:mod:`.amp`."""
+
+from __future__ import annotations
+
+import types
+
+from . import amp, device, streams, tensor_types
+
+
+def _fill(module: types.ModuleType) -> types.ModuleType:
+    for attr in device.API:
+        setattr(module, attr, getattr(device, attr))
+    for attr in streams.API:
+        setattr(module, attr, getattr(streams, attr))
+    tensor_types.add_to(module)
+    return module
+
+
+def make_module(name: str) -> types.ModuleType:
+    """``torch.npu`` (named ``name``), with ``.amp`` and ``.utils`` attached."""
+    module = _fill(types.ModuleType(name, device.__doc__))
+    module.__path__ = []  # a package: `import torch_npu.npu.utils` works
+    module.amp = amp.make_module(f"{name}.amp")
+    # torch_npu.npu.utils holds the same device functions (get_device_name, synchronize...).
+    module.utils = _fill(types.ModuleType(f"{name}.utils", "torch_npu.npu.utils (npu_anywhere)"))
+    return module
