@@ -1,0 +1,273 @@
+"""The fast attention solvers (npu_anywhere.kernels.attention) against a float64 naive golden.
+
+The golden below is written from the visibility rule of ops/attention/problem.py, one (batch,
+head) at a time, with the paged cache read token by token through the block table, so it shares
+no code with the kernels:
+
+    row i of batch b sees key j  iff  i < q_lens[b], j < kv_lens[b],
+                                      -pre_tokens <= j - (i + diag_offset[b]) <= next_tokens,
+                                      and mask[b, h, i, j] is False
+    s = scale * q . k + pse;  out = softmax(s over visible j) @ v  (0 if none);  lse = logsumexp
+    (-inf if none); query head h reads kv head h // (Nq / Nkv).
+
+Inputs are rounded to their dtype first; the kernels compute in float32 from those values, so
+every dtype is held to float32's tolerance against the float64 golden.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from npu_anywhere.kernels.attention import dense, dense_attention, online, paged, paged_attention
+from npu_anywhere.ops.attention.problem import UNBOUNDED, AttentionProblem
+
+ATOL = RTOL = 2e-5
+
+
+def golden(p: AttentionProblem):
+    b_, n_q, s_q, _ = p.query.shape
+    g = p.group
+    if p.paged:
+        cap = p.kv_capacity
+        n_kv = p.key_cache.shape[2]
+        k = torch.zeros(b_, n_kv, cap, p.key_cache.shape[3], dtype=torch.float64)
+        v = torch.zeros(b_, n_kv, cap, p.value_cache.shape[3], dtype=torch.float64)
+        for b in range(b_):
+            for j in range(p.kv_lens[b]):
+                blk = int(p.block_table[b, j // p.block_size])
+                k[b, :, j] = p.key_cache[blk, j % p.block_size].double()
+                v[b, :, j] = p.value_cache[blk, j % p.block_size].double()
+    else:
+        k, v = p.key.double(), p.value.double()
+    cap = k.shape[2]
+    mask = None if p.mask is None else torch.broadcast_to(p.mask, (b_, n_q, s_q, cap))
+    pse = None if p.pse is None else torch.broadcast_to(p.pse.double(), (b_, n_q, s_q, cap))
+    out = torch.zeros(b_, n_q, s_q, v.shape[-1], dtype=torch.float64)
+    lse = torch.full((b_, n_q, s_q), -math.inf, dtype=torch.float64)
+    i = torch.arange(s_q).view(-1, 1)
+    j = torch.arange(cap).view(1, -1)
+    for b in range(b_):
+        ok = (i < p.q_lens[b]) & (j < p.kv_lens[b])
+        rel = j - (i + p.diag_offset[b])
+        if p.pre_tokens < UNBOUNDED:
+            ok &= rel >= -p.pre_tokens
+        if p.next_tokens < UNBOUNDED:
+            ok &= rel <= p.next_tokens
+        for h in range(n_q):
+            vis = ok if mask is None else ok & ~mask[b, h]
+            s = p.scale * (p.query[b, h].double() @ k[b, h // g].T)
+            if pse is not None:
+                s = s + pse[b, h]
+            s = s.masked_fill(~vis, -math.inf)
+            for r in range(min(s_q, p.q_lens[b])):
+                if vis[r].any():
+                    w = torch.softmax(s[r], dim=0)
+                    out[b, h, r] = w @ v[b, h // g]
+                    lse[b, h, r] = torch.logsumexp(s[r], dim=0)
+    return out, lse
+
+
+def check(p: AttentionProblem, solver):
+    out, lse = solver(p)
+    want, want_lse = golden(p)
+    assert out.shape == want.shape and out.dtype in (torch.float32, torch.float64)
+    for b, q_len in enumerate(p.q_lens):        # rows past q_len: out 0, lse unspecified
+        assert (out[b, :, q_len:] == 0).all()
+        torch.testing.assert_close(out[b, :, :q_len].double(), want[b, :, :q_len],
+                                   atol=ATOL, rtol=RTOL)
+        if p.return_lse:
+            got = lse[b, :, :q_len].double()
+            ref = want_lse[b, :, :q_len]
+            assert torch.equal(torch.isinf(got), torch.isinf(ref))
+            torch.testing.assert_close(got.masked_fill(torch.isinf(got), 0),
+                                       ref.masked_fill(torch.isinf(ref), 0), atol=ATOL, rtol=RTOL)
+    return out, lse
+
+
+def rand(*shape, dtype=torch.float32, gen):
+    return torch.randn(*shape, generator=gen).to(dtype)
+
+
+def dense_problem(b=2, n_q=4, n_kv=2, s_q=5, s_kv=7, d=16, dv=None, dtype=torch.float32,
+                  seed=0, **kw):
+    g = torch.Generator().manual_seed(seed)
+    kw.setdefault("q_lens", [s_q] * b)
+    kw.setdefault("kv_lens", [s_kv] * b)
+    return AttentionProblem(query=rand(b, n_q, s_q, d, dtype=dtype, gen=g),
+                            key=rand(b, n_kv, s_kv, d, dtype=dtype, gen=g),
+                            value=rand(b, n_kv, s_kv, dv or d, dtype=dtype, gen=g),
+                            scale=kw.pop("scale", 1 / math.sqrt(d)), return_lse=True, **kw)
+
+
+CAUSAL = dict(pre_tokens=UNBOUNDED, next_tokens=0)
+
+
+# -- dense: the fused flash path ------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64],
+                         ids=str)
+@pytest.mark.parametrize("n_q,n_kv", [(4, 4), (4, 2), (4, 1)])
+def test_flash_no_mask(n_q, n_kv, dtype):
+    p = dense_problem(n_q=n_q, n_kv=n_kv, dtype=dtype, seed=n_q + n_kv)
+    assert dense.flash_supports(p) is None
+    out, _ = check(p, dense_attention)
+    assert out.dtype == (torch.float64 if dtype == torch.float64 else torch.float32)
+
+
+@pytest.mark.parametrize("s_q,s_kv", [(6, 6), (3, 8), (8, 3)])
+def test_flash_causal_top_left_and_bottom_right(s_q, s_kv):
+    top = dense_problem(s_q=s_q, s_kv=s_kv, **CAUSAL)
+    assert dense.flash_supports(top) is None
+    check(top, dense_attention)
+    bottom = dense_problem(s_q=s_q, s_kv=s_kv, diag_offset=[s_kv - s_q] * 2, **CAUSAL)
+    assert dense.flash_supports(bottom) is None
+    check(bottom, dense_attention)
+
+
+def test_flash_varlen_bottom_right_and_empty_sequences():
+    q_lens, kv_lens = [3, 5, 0, 4, 2], [7, 2, 4, 4, 0]
+    p = dense_problem(b=5, s_q=5, s_kv=7, q_lens=q_lens, kv_lens=kv_lens,
+                      diag_offset=[kv - q for q, kv in zip(q_lens, kv_lens)], **CAUSAL)
+    assert dense.flash_supports(p) is None
+    check(p, dense_attention)
+    check(dense_problem(b=5, s_q=5, s_kv=7, q_lens=q_lens, kv_lens=kv_lens), dense_attention)
+
+
+def test_flash_non_contiguous_and_value_width():
+    p = dense_problem(s_q=4, s_kv=6, d=8)
+    p.query = p.query.transpose(2, 3).contiguous().transpose(2, 3)
+    p.key = torch.randn(2, 6, 2, 8).transpose(1, 2)
+    check(p, dense_attention)
+    wide_v = dense_problem(dv=24)                       # Dv != Dk: the tiled engine
+    assert dense.flash_supports(wide_v) is not None
+    check(wide_v, dense_attention)
+
+
+# -- dense: the tiled online-softmax engine ------------------------------------------------
+
+@pytest.fixture
+def small_tiles(monkeypatch):
+    """Several key chunks and query blocks even on test-sized shapes."""
+    monkeypatch.setattr(dense, "TILE_KEYS", 3)
+    monkeypatch.setattr(online, "SCORE_BUDGET_BYTES", 2 * 4 * 4 * 3 * 2)
+
+
+@pytest.mark.parametrize("n_kv", [4, 2, 1])
+def test_tiled_bool_mask_with_fully_masked_rows(small_tiles, n_kv):
+    p = dense_problem(n_kv=n_kv, s_q=6, s_kv=9, seed=n_kv)
+    g = torch.Generator().manual_seed(5)
+    mask = torch.rand(2, 4, 6, 9, generator=g) < 0.4
+    mask[0, 1, 2] = True                                 # a row with no visible key
+    mask[1, :, 4] = True
+    p.mask = mask
+    assert dense.flash_supports(p) == "a boolean mask"
+    out, lse = check(p, dense_attention)
+    assert (out[0, 1, 2] == 0).all() and lse[0, 1, 2] == -math.inf
+
+
+@pytest.mark.parametrize("mask_shape", [(6, 9), (2, 1, 6, 9), (1, 4, 6, 9)])
+def test_tiled_broadcast_masks_and_pse(small_tiles, mask_shape):
+    p = dense_problem(s_q=6, s_kv=9, seed=3)
+    g = torch.Generator().manual_seed(7)
+    p.mask = torch.rand(*mask_shape, generator=g) < 0.3
+    p.pse = torch.randn(1, 4, 6, 9, generator=g)
+    check(p, dense_attention)
+    p.pse = torch.randn(2, 1, 1, 9, generator=g)          # broadcast over heads and rows
+    check(p, dense_attention)
+
+
+@pytest.mark.parametrize("pre,nxt", [(2, 0), (1, 1), (UNBOUNDED, -1), (3, UNBOUNDED), (0, 0)])
+def test_tiled_window_bands(small_tiles, pre, nxt):
+    q_lens, kv_lens = [6, 4], [9, 7]
+    p = dense_problem(s_q=6, s_kv=9, q_lens=q_lens, kv_lens=kv_lens, pre_tokens=pre,
+                      next_tokens=nxt, diag_offset=[kv - q for q, kv in zip(q_lens, kv_lens)])
+    check(p, dense_attention)
+
+
+def test_tiled_causal_with_mask_and_varlen(small_tiles):
+    q_lens, kv_lens = [2, 6, 0], [9, 6, 3]
+    p = dense_problem(b=3, s_q=6, s_kv=9, q_lens=q_lens, kv_lens=kv_lens,
+                      diag_offset=[kv - q for q, kv in zip(q_lens, kv_lens)], **CAUSAL)
+    p.mask = torch.zeros(6, 9, dtype=torch.bool)
+    p.mask[:, 0] = True
+    check(p, dense_attention)
+
+
+def test_tiled_matches_flash_on_a_causal_problem(small_tiles):
+    p = dense_problem(s_q=7, s_kv=7, **CAUSAL)
+    flash_out, flash_lse = dense_attention(p)
+    p.mask = torch.zeros(7, 7, dtype=torch.bool)          # same problem, tiled path
+    tiled_out, tiled_lse = dense_attention(p)
+    torch.testing.assert_close(tiled_out, flash_out, atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(tiled_lse, flash_lse, atol=ATOL, rtol=RTOL)
+
+
+# -- paged ---------------------------------------------------------------------------------
+
+def paged_problem(kv_lens, q_lens=None, n_q=4, n_kv=2, d=16, bs=4, max_blocks=None,
+                  dtype=torch.float32, seed=0, **kw):
+    g = torch.Generator().manual_seed(seed)
+    b = len(kv_lens)
+    q_lens = q_lens or [1] * b
+    max_blocks = max_blocks or max(-(-kv // bs) for kv in kv_lens) + 1
+    num_blocks = b * max_blocks + 3
+    cache_k = rand(num_blocks, bs, n_kv, d, dtype=dtype, gen=g)
+    cache_v = rand(num_blocks, bs, n_kv, d, dtype=dtype, gen=g)
+    perm = torch.randperm(num_blocks, generator=g)[:b * max_blocks]
+    table = perm.view(b, max_blocks).to(torch.int32)
+    for bi, kv in enumerate(kv_lens):                    # unused entries: padding ids
+        table[bi, -(-kv // bs):] = -1 if bi % 2 else 0
+    s_q = max(q_lens)
+    return AttentionProblem(query=rand(b, n_q, s_q, d, dtype=dtype, gen=g), q_lens=q_lens,
+                            kv_lens=list(kv_lens), scale=kw.pop("scale", 0.3),
+                            key_cache=cache_k, value_cache=cache_v, block_table=table,
+                            block_size=bs, return_lse=True, **kw)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("n_kv", [4, 1])
+def test_paged_decode(dtype, n_kv):
+    p = paged_problem([9, 1, 0, 16, 5], n_kv=n_kv, dtype=dtype, seed=n_kv)
+    assert paged.supports(p) is None and dense.supports(p) is not None
+    check(p, paged_attention)
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """One block per chunk and one batch per group at these shapes."""
+    monkeypatch.setattr(paged, "CHUNK_BYTES", 4 * 2 * 16 * 4)
+
+
+def test_paged_decode_in_many_chunks(small_chunks):
+    p = paged_problem([9, 13, 3, 16], seed=2)
+    assert paged._plan(p) == (1, 1)
+    check(p, paged_attention)
+
+
+def test_paged_chunked_prefill_bottom_right(small_chunks):
+    q_lens, kv_lens = [3, 1, 5, 0], [11, 4, 5, 6]
+    p = paged_problem(kv_lens, q_lens=q_lens, seed=4,
+                      diag_offset=[kv - q for q, kv in zip(q_lens, kv_lens)], **CAUSAL)
+    check(p, paged_attention)
+
+
+def test_paged_with_mask_pse_and_window(small_chunks):
+    q_lens, kv_lens = [3, 2], [10, 7]
+    p = paged_problem(kv_lens, q_lens=q_lens, seed=6, pre_tokens=4, next_tokens=0,
+                      diag_offset=[kv - q for q, kv in zip(q_lens, kv_lens)])
+    cap = p.kv_capacity
+    g = torch.Generator().manual_seed(8)
+    p.mask = torch.rand(2, 1, 3, cap, generator=g) < 0.3
+    p.pse = torch.randn(1, 4, 3, cap, generator=g)
+    check(p, paged_attention)
+
+
+def test_paged_groups_batches(monkeypatch):
+    monkeypatch.setattr(paged, "CHUNK_BYTES", 4 * 2 * 16 * 4 * 6)
+    p = paged_problem([8, 8, 7, 5, 8], seed=9)
+    group, per_chunk = paged._plan(p)
+    assert group > 1 and per_chunk == 2
+    check(p, paged_attention)
