@@ -163,6 +163,10 @@ def test_rtol_unsupported_dtype_fails(tc):
     x = np.ones(3, np.complex64)
     with pytest.raises(AssertionError, match="required dtype"):
         tc.assertRtolEqual(x, x)
+    with pytest.raises(TypeError, match="expected tensors"):
+        tc.assertRtolEqual("abc", "abc")
+    with pytest.raises(TypeError, match="expected tensors"):
+        tc.assertRtolEqual({1: 2}, {1: 2})
 
 
 def test_rtol_sequences_numbers_and_message(tc):

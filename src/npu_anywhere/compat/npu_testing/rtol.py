@@ -57,6 +57,10 @@ def rtol_failure(x: object, y: object, prec: float, prec16: float,
         Where torch_npu's own conversion raises (a bfloat16 tensor compared with another
         dtype, objects that are neither tensors, arrays, numbers nor sequences).
     """
+    if isinstance(x, (str, bytes)) or isinstance(y, (str, bytes)):
+        # Strings are sequences of strings: walking them would never end.
+        raise TypeError(f"assertRtolEqual: expected tensors, numpy arrays, numbers or "
+                        f"sequences, but got {_describe(x)} and {_describe(y)}")
     if isinstance(x, Sequence) and isinstance(y, Sequence):
         for index, (x_item, y_item) in enumerate(zip(x, y)):
             failure = rtol_failure(x_item, y_item, prec, prec16, auto_trans_dtype)
