@@ -11,6 +11,7 @@ intermediates are exact (eps=0 and rows of +-1: rstd == 1, y == +-gamma).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -217,7 +218,7 @@ def _args(**over):
 @pytest.mark.parametrize("over,error,match", [
     (dict(axis=0), ValueError, "expected axis -1"),
     (dict(scales1=torch.ones(4)), RuntimeError, "expected scales1 the shape of gamma"),
-    (dict(scales1=torch.ones(8, dtype=F16)), TypeError, "expected scales1 dtype in"),
+    (dict(scales1=torch.ones(8, dtype=torch.int8)), TypeError, "expected scales1 dtype in"),
     (dict(zero_points1=torch.ones(8, dtype=torch.int8)), TypeError,
      "expected zero_points1 dtype in"),
     (dict(x2=make((3, 8), F16)), RuntimeError, "expected x2 the shape of x1"),
@@ -254,3 +255,47 @@ def test_strict_rules():
     with na.strict("950"):
         y1, _, _ = na.npu_add_rms_norm_quant(**_args(dst_type=292))
         assert y1.dtype == torch.float8_e4m3fn
+
+
+# (x1, scales1, zero_points1) rows of aclnnAddRmsNormQuant(V2).md, per product.
+F16_F32_I32 = (F16, F32, torch.int32)
+BF16_ROW = (BF16, BF16, BF16)
+ROWS_950_ONLY = [(BF16, F32, torch.int32), (F32, F32, F32), (F16, F16, F16), (F16, F32, F32),
+                 (BF16, F32, F32)]
+
+
+def _typed(x_dtype, s_dtype, z_dtype):
+    return _args(x1=make((2, 8), x_dtype, 1), x2=make((2, 8), x_dtype, 2),
+                 gamma=make((8,), x_dtype, 3), scales1=(torch.rand(8) + 0.5).to(s_dtype),
+                 zero_points1=torch.randint(-3, 4, (8,)).to(z_dtype))
+
+
+@pytest.mark.parametrize("row", [F16_F32_I32, BF16_ROW] + ROWS_950_ONLY, ids=str)
+def test_dtype_rows_of_the_aclnn_tables(row):
+    """Default mode and strict("950") accept every row the 950 table lists; A2/A3 only theirs;
+    the outputs follow the formula whatever the scale / zero-point dtypes."""
+    a = _typed(*row)
+    for ctx in (contextlib.nullcontext(), na.strict("950")):
+        with ctx:
+            y1, y2, x = na.npu_add_rms_norm_quant(**a)
+        want = golden(a["x1"], a["x2"], a["gamma"], a["scales1"], a["zero_points1"])[0]
+        within_one(y1, want, max_mismatch=0.05)
+    for product in ("A2", "A3"):
+        with na.strict(product):
+            if row in (F16_F32_I32, BF16_ROW):
+                na.npu_add_rms_norm_quant(**a)
+            else:
+                with pytest.raises(TypeError, match=f"^npu_add_rms_norm_quant: expected "
+                                   f"(scales1|zero_points1|x1) dtype in .* on {product}|"
+                                   "^npu_add_rms_norm_quant: expected x1 dtype in"):
+                    na.npu_add_rms_norm_quant(**a)
+
+
+@pytest.mark.parametrize("row,name", [((F16, BF16, BF16), "scales1"),
+                                      ((F32, F32, torch.int32), "zero_points1"),
+                                      ((BF16, F16, F16), "scales1"),
+                                      ((F16, F16, torch.int32), "zero_points1")], ids=str)
+def test_strict_950_rejects_unlisted_rows(row, name):
+    with na.strict("950"), pytest.raises(TypeError, match=f"^npu_add_rms_norm_quant: expected "
+                                         f"{name} dtype in .* on 950, but got"):
+        na.npu_add_rms_norm_quant(**_typed(*row))

@@ -33,8 +33,22 @@ SUPPORTED = frozenset({Product.ATLAS_INFERENCE, Product.A2, Product.A3, Product.
 DST_FORMATS = ("int8", "float8_e5m2", "float8_e4m3fn", "hifloat8")
 DST_SPELLED = ("torch.int8 (1)", "torch_npu.float8_e5m2 (291)", "torch_npu.float8_e4m3fn (292)",
                "torch_npu.hifloat8 (290)")
-SCALE_DTYPES = (torch.float32, torch.bfloat16)
-ZERO_POINT_DTYPES = (torch.int32, torch.bfloat16)
+_F16, _BF16, _F32, _I32 = torch.float16, torch.bfloat16, torch.float32, torch.int32
+# (x1, scales, zero_points) dtype rows of the per-product tables of hicann/ops-nn
+# norm/add_rms_norm_quant/docs/aclnnAddRmsNormQuant.md and norm/add_rms_norm_quant_v2/docs/
+# aclnnAddRmsNormQuantV2.md ("各产品型号支持数据类型说明"; op-plugin calls one or the other).
+_A2_ROWS = ((_F16, _F32, _I32), (_BF16, _BF16, _BF16))
+_ROWS = {
+    Product.ATLAS_INFERENCE: ((_F16, _F32, _I32),),
+    Product.A2: _A2_ROWS,
+    Product.A3: _A2_ROWS,
+    Product.ASCEND_950: ((_F16, _F32, _I32), (_BF16, _F32, _I32), (_F32, _F32, _F32),
+                         (_F16, _F16, _F16), (_BF16, _BF16, _BF16), (_F16, _F32, _F32),
+                         (_BF16, _F32, _F32)),
+}
+# Default mode: any scales / zero-point dtype some product lists (plus float64).
+SCALE_DTYPES = (_F32, _F16, _BF16)
+ZERO_POINT_DTYPES = (_I32, _F32, _F16, _BF16)
 
 
 def parse_format(dst_type) -> core.QuantFormat:
@@ -49,7 +63,7 @@ def check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=Non
     fmt = parse_format(dst_type)
     if product is None:
         x_dtypes, s_dtypes = FLOATING_OR_DOUBLE, SCALE_DTYPES + (torch.float64,)
-        z_dtypes = ZERO_POINT_DTYPES + (torch.float32, torch.float64)
+        z_dtypes = ZERO_POINT_DTYPES + (torch.float64,)
     else:
         x_dtypes = FLOATING if product is Product.ASCEND_950 else (torch.float16, torch.bfloat16)
         s_dtypes, z_dtypes = SCALE_DTYPES, ZERO_POINT_DTYPES
@@ -92,6 +106,24 @@ def check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=Non
                           lambda: f"torch.int8 on {product.value} (float8 / hifloat8 outputs "
                           "are 950 only)",
                           fmt.name, ValueError)
+        _expect_listed_dtypes(product, x1, scales1, zero_points1)
+
+
+def _expect_listed_dtypes(product, x1, scales1, zero_points1):
+    """The (x1, scales, zero_points) dtypes form a row of the product's table."""
+    rows = [r for r in _ROWS.get(product, ()) if r[0] == x1.dtype]
+    scale_ok = {r[1] for r in rows}
+    checks.expect(scales1.dtype in scale_ok, OP, "scales1",
+                  lambda: f"dtype in {sorted(str(d).replace('torch.', '') for d in scale_ok)} "
+                  f"for {str(x1.dtype).replace('torch.', '')} x1 on {product.value}",
+                  lambda: str(scales1.dtype).replace("torch.", ""), TypeError)
+    if zero_points1 is not None:
+        zp_ok = {r[2] for r in rows if r[1] == scales1.dtype}
+        checks.expect(zero_points1.dtype in zp_ok, OP, "zero_points1",
+                      lambda: f"dtype in {sorted(str(d).replace('torch.', '') for d in zp_ok)} "
+                      f"for {str(x1.dtype).replace('torch.', '')} x1 and "
+                      f"{str(scales1.dtype).replace('torch.', '')} scales1 on {product.value}",
+                      lambda: str(zero_points1.dtype).replace("torch.", ""), TypeError)
 
 
 def _body(x1, x2, gamma, scales1, zero_points1, beta, scales2, zero_points2, epsilon, div_mode,
@@ -153,10 +185,15 @@ def npu_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=None,
     gamma : Tensor
         ``gamma.shape == x1.shape[-k:]``, x1's dtype.
     scales1 : Tensor
-        gamma's shape, float32 or bfloat16.  Must not be 0 when ``div_mode`` (not checked: a
-        0 scale gives +-inf, which saturates).
+        gamma's shape, float32, float16 or bfloat16.  Must not be 0 when ``div_mode`` (not
+        checked: a 0 scale gives +-inf, which saturates).
     zero_points1 : Tensor, optional
-        gamma's shape, int32 or bfloat16 (float32 accepted outside strict mode).
+        gamma's shape, int32, float32, float16 or bfloat16.  Strict mode accepts the
+        (x1, scales1, zero_points1) dtype rows of the product's table in
+        aclnnAddRmsNormQuant(V2).md: A2/A3 (float16, float32, int32) and (bfloat16,
+        bfloat16, bfloat16); 310P the first; the 950 also (bfloat16, float32, int32),
+        (float16 or bfloat16, float32, float32), (float16, float16, float16) and
+        (float32, float32, float32).
     beta : Tensor, optional
         gamma's shape and dtype; added after the gamma multiply.
     scales2, zero_points2 : Tensor, optional
@@ -180,7 +217,12 @@ def npu_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=None,
     -------
     (y1, y2, x)
         ``y1`` and ``y2``: x1's shape, int8 (or the float8 dtype; hifloat8: uint8 codes).
-        ``y2`` is all zeros when ``scales2`` is None (the NPU leaves it unwritten).  ``x``: ``x1 + x2`` in x1's dtype.
+        ``y2`` is all zeros when ``scales2`` is None: the NPU never writes it then
+        (``aclnn_add_rms_norm_quant.cpp`` and ``aclnn_add_rms_norm_quant_v2.cpp`` copy the
+        kernel's y2 out only when scales2 is given, and the kernels compute it only with
+        ``hasScales2``), so it holds whatever the fresh output memory held -- op-plugin's
+        golden instead quantizes with scale 1 and offset 0, which no kernel does.
+        ``x``: ``x1 + x2`` in x1's dtype.
 
     Constraints
     -----------

@@ -38,6 +38,13 @@ def _add_rms_norm_quant() -> None:
             (_g(3, 8, dtype=_BF16), _g(3, 8, dtype=_BF16), _g(8, dtype=_BF16), _scales(8),
              None, None, _scales(8)), {"dst_type": 290})),
         Sample("one_dim", lambda: ((_g(9), _g(9), _g(9), _scales(9), None), {})),
+        # 950 rows of aclnnAddRmsNormQuant.md: float16 scales / zero points, float32 ones.
+        Sample("f16_scales_zp", lambda: (
+            (_g(3, 8, dtype=_F16), _g(3, 8, dtype=_F16), _g(8, dtype=_F16),
+             _scales(8, dtype=_F16), _g(8, dtype=_F16)), {})),
+        Sample("bf16_f32_zp", lambda: (
+            (_g(3, 8, dtype=_BF16), _g(3, 8, dtype=_BF16), _g(8, dtype=_BF16), _scales(8),
+             _g(8)), {})),
     ]
     e.errors += [
         ErrorSample("axis", lambda: ((_g(2, 8), _g(2, 8), _g(8), _scales(8), None),
@@ -45,8 +52,8 @@ def _add_rms_norm_quant() -> None:
                     "npu_add_rms_norm_quant: expected axis -1"),
         ErrorSample("scales_shape", lambda: ((_g(2, 8), _g(2, 8), _g(8), _scales(4), None), {}),
                     RuntimeError, "npu_add_rms_norm_quant: expected scales1 the shape of gamma"),
-        ErrorSample("scales_fp16", lambda: ((_g(2, 8), _g(2, 8), _g(8), _scales(8, dtype=_F16),
-                                             None), {}),
+        ErrorSample("scales_int8", lambda: ((_g(2, 8), _g(2, 8), _g(8),
+                                             torch.ones(8, dtype=_I8), None), {}),
                     TypeError, "npu_add_rms_norm_quant: expected scales1 dtype in"),
         ErrorSample("x2_shape", lambda: ((_g(2, 8), _g(3, 8), _g(8), _scales(8), None), {}),
                     RuntimeError, "npu_add_rms_norm_quant: expected x2 the shape of x1"),
