@@ -100,7 +100,7 @@ def npu_group_norm_silu(input, weight, bias, group, eps=1e-05):
     Returns
     -------
     out : Tensor
-        input's shape and dtype (float32 math, one rounding).
+        input's shape and dtype (float32 math, one rounding on every product).
     meanOut, rstdOut : Tensor
         Shape (N, group), input's dtype.
 
@@ -111,6 +111,14 @@ def npu_group_norm_silu(input, weight, bias, group, eps=1e-05):
 
     Notes
     -----
+    Precision, settled from the kernels (hicann/ops-nn ``norm/group_norm_silu/op_kernel/``):
+    on every product the normalized value stays float32 into the SiLU and ``out`` is rounded
+    once.  A2/A3/310P: ``group_norm_silu_b16.h`` ``CalcSilu`` (``x * (rstd * gamma) +
+    (beta - mean * rstd * gamma)``, then ``x / (1 + exp(-x))``, one ``Cast``); the 950:
+    ``arch35/group_norm_silu_regbase_base.h`` ``VFInnerNormalizeAndSwish`` (float32 registers,
+    ``StoreOutputData`` rounds with CAST_RINT).  op-plugin's test golden
+    (``test/test_custom_ops/test_group_norm_silu.py``) rounds the norm to float16 before
+    the SiLU; no kernel does, so we do not.
     mean/rstd dtype follows op-plugin's ``npu_group_norm_silu_dst_type``
     (``op_plugin/utils/KernelNpuOutputDtype.cpp``): the input dtype, promoted with weight's
     on Ascend 950 only (op-plugin's meta registration returns weight's dtype instead; the two
