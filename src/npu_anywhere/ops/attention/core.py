@@ -11,6 +11,8 @@ visibility rule of ``problem.py`` and the softmax in one pass::
     out = (p @ v) / l                     (0 where l == 0)
     lse = m + log(l)                      (-inf where l == 0)
 
+A learnable sink (``problem.sink``) adds ``exp(sink - m)`` to ``l`` (and joins the max).
+
 :func:`solve` tries the fast kernels of ``npu_anywhere.kernels.attention`` first (when that package
 exists and its ``supports`` accepts the problem) and falls back to the reference.
 """
@@ -45,9 +47,15 @@ def reference_attention(problem: AttentionProblem) -> tuple[torch.Tensor, Option
     ok = visible(problem, q.device)
     s = s.masked_fill(~ok, float("-inf"))
     m = s.amax(dim=-1, keepdim=True)
+    sink = None
+    if problem.sink is not None:                     # one extra logit per head, no value
+        sink = problem.sink.to(dtype).reshape(1, -1, 1, 1)
+        m = torch.maximum(m, sink)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
     p = torch.exp(s - m)
     l = p.sum(dim=-1, keepdim=True)
+    if sink is not None:
+        l = l + torch.exp(sink - m)
     out = torch.matmul(p, v) / torch.where(l > 0, l, torch.ones_like(l))
     lse = None
     if problem.return_lse:
@@ -86,7 +94,7 @@ def solve(problem: AttentionProblem, *, use_fast: bool = True
     ``use_fast=False`` (the ``reference`` provider, fake tensors) always runs the reference.
     """
     global _KERNELS
-    if use_fast:
+    if use_fast and problem.sink is None:
         if _KERNELS is None:
             _KERNELS = _fast_kernels()
         for _name, fn, supports in _KERNELS:

@@ -83,7 +83,8 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
     kv_heads = _kv_heads(num_heads, p["num_key_value_heads"])
     checks.expect(kv_heads > 0 and num_heads % kv_heads == 0, op, "num_key_value_heads",
                   lambda: f"a divisor of num_heads ({num_heads})", kv_heads, ValueError)
-    q_layout, out_layout = layouts.split_layout(op, p["input_layout"], FIA_LAYOUTS)
+    q_layout, out_layout = layouts.split_layout(op, p["input_layout"],
+                                                p.get("_layouts", FIA_LAYOUTS))
     checks.expect_dtype(query, FLOAT_QUERY + (torch.int8,), op, "query")
     checks.expect(query.dtype != torch.int8, op, "query",
                   "a floating query (the full-int8 path with dequant_scale1 / quant_scale1 / "
@@ -286,7 +287,7 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
         key=k_dense if not paged else None, value=v_dense if not paged else None,
         key_cache=key_cache if paged else None, value_cache=value_cache if paged else None,
         block_table=bt if paged else None, block_size=block_size if paged else 0,
-        pse=pse, return_lse=plan.lse_flag, out_dtype=out_dtype, **band)
+        pse=pse, return_lse=plan.lse_flag, out_dtype=out_dtype, sink=p.get("_sink"), **band)
     return problem, plan
 
 

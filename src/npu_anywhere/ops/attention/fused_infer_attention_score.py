@@ -24,8 +24,8 @@ import torch
 
 from ... import checks
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo, _library
-from . import core
-from .fia_normalize import parse
+from . import core, layouts
+from .fia_normalize import FIA_LAYOUTS, OutputPlan, _kv_heads, parse
 from .formatting import empty_outputs, format_outputs
 
 OP = "npu_fused_infer_attention_score"
@@ -173,11 +173,9 @@ def _infer_output_params(query, value, input_layout, quant_scale2, block_table, 
                         softmax_lse_flag=softmax_lse_flag, query_rope=query_rope))
 
 
-def _plan_from_query_value(query, value, p):
+def _plan_from_query_value(query, value, p, allowed=FIA_LAYOUTS):
     """Output plan from query and value alone (op-plugin ``construct_fia_output_tensor``)."""
-    from . import layouts
-    from .fia_normalize import FIA_LAYOUTS, OutputPlan, _kv_heads
-    q_layout, out_layout = layouts.split_layout(INFER_OUTPUT_OP, p["input_layout"], FIA_LAYOUTS)
+    q_layout, out_layout = layouts.split_layout(INFER_OUTPUT_OP, p["input_layout"], allowed)
     n, _, d_q = layouts.query_dims(INFER_OUTPUT_OP, query, q_layout, p["num_heads"])
     kv_heads = _kv_heads(p["num_heads"], p["num_key_value_heads"])
     if p["block_table"] is not None:

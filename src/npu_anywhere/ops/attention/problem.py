@@ -74,6 +74,11 @@ class AttentionProblem:
     mask : optional bool tensor broadcastable to ``[B, Nq, Sq, kv_capacity]``, True = masked.
     pse : optional float tensor broadcastable to ``[B, Nq, Sq, kv_capacity]``, added after scaling.
     return_lse : whether the caller needs lse (solvers may skip it otherwise and return None).
+    sink : optional float ``[Nq]`` learnable sink logits (FIA v2 ``learnable_sink``): one extra
+        score per head that joins every row's softmax denominator and carries no value,
+        ``out = sum_j e^(s_j - m) v_j / (sum_j e^(s_j - m) + e^(sink - m))``,
+        ``m = max(max_j s_j, sink)``; the lse includes it.  Fast kernels that do not handle it
+        must decline (``solve`` only offers them problems without a sink).
     out_dtype : the dtype the op will round ``out`` to (informative: solvers return float32).
     """
 
@@ -93,6 +98,7 @@ class AttentionProblem:
     mask: Optional[torch.Tensor] = None
     pse: Optional[torch.Tensor] = None
     return_lse: bool = False
+    sink: Optional[torch.Tensor] = None
     out_dtype: Optional[torch.dtype] = None
 
     def __post_init__(self) -> None:

@@ -126,3 +126,46 @@ e = _entry("npu_incre_flash_attention")
 e.samples += [Sample("bsh_lengths", _ifa)]
 e.errors += [ErrorSample("two_tokens", lambda: ((_r(1, 2, 16), _r(1, 5, 16), _r(1, 5, 16)),
                                                 dict(num_heads=2)), ValueError, "Q_S == 1")]
+
+
+# -- v2 ------------------------------------------------------------------------------------
+
+def _v2_tnd_sink():
+    q, k = _r(5, 4, 16), _r(7, 2, 16, seed=1)
+    return (q, k, k), dict(num_query_heads=4, num_key_value_heads=2, input_layout="TND",
+                           actual_seq_qlen=[2, 5], actual_seq_kvlen=[4, 7], sparse_mode=3,
+                           atten_mask=_causal(), learnable_sink=_r(4, seed=2),
+                           return_softmax_lse=True, softmax_scale=0.25)
+
+
+def _v2_bsh_nbsd():
+    q, k = _r(2, 1, 32), _r(2, 4, 32, seed=1)
+    return (q, k, k), dict(num_query_heads=4, input_layout="BSH_NBSD", actual_seq_kvlen=[4, 2])
+
+
+def _v2_bad(**kwargs):
+    def make():
+        args, base = _v2_bsh_nbsd()
+        base.update(kwargs)
+        return args, base
+    return make
+
+
+e = _entry("npu_fused_infer_attention_score_v2")
+e.samples += [Sample("tnd_sink_causal", _v2_tnd_sink), Sample("bsh_nbsd_decode", _v2_bsh_nbsd)]
+e.errors += [ErrorSample("sink_shape", _v2_bad(learnable_sink=torch.ones(3)), RuntimeError,
+                         "learnable_sink"),
+             ErrorSample("hifloat8_query", _v2_bad(query_dtype=290), NotImplementedError,
+                         "query_dtype"),
+             ErrorSample("layout", _v2_bad(input_layout="SBH"), ValueError, "input_layout")]
+
+e = _entry("_npu_fused_infer_attention_score_v2_get_max_workspace")
+e.samples += [Sample("bsh", _v2_bsh_nbsd)]
+e.errors += [ErrorSample("layout", _v2_bad(input_layout="SBH"), ValueError, "input_layout")]
+
+e = _entry("_npu_fused_infer_attention_score_v2_infer_output")
+e.samples += [Sample("bsh_gqa", lambda: ((_r(2, 3, 32), _r(2, 5, 16, seed=1)),
+                                         dict(num_query_heads=4, num_key_value_heads=2,
+                                              return_softmax_lse=True)))]
+e.errors += [ErrorSample("heads", lambda: ((_r(1, 1, 8), _r(1, 2, 8)), dict(num_query_heads=0)),
+                         ValueError, "num_query_heads")]

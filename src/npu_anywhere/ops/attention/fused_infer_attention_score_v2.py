@@ -1,0 +1,263 @@
+"""torch_npu.npu_fused_infer_attention_score_v2, its ``.out`` overload and its two graph helpers.
+
+v1 renamed and extended (seed 004 ``npu_fused_infer_attention_score_v2``)::
+
+    attention_out = softmax(softmax_scale * query @ key^T + pse_shift [masked], sink) @ value
+
+Parameter map onto v1 (same semantics, same core): ``num_query_heads`` -> num_heads,
+``softmax_scale`` -> scale, ``actual_seq_qlen`` / ``actual_seq_kvlen`` -> actual_seq_lengths(_kv),
+``dequant_scale_key`` / ``dequant_offset_key`` (and value) with ``key_quant_mode`` /
+``value_quant_mode`` -> the separate KV antiquant parameters, ``quant_scale_out`` /
+``quant_offset_out`` -> quant_scale2 / quant_offset2, ``return_softmax_lse`` -> softmax_lse_flag.
+New: ``learnable_sink`` ``(Q_N,)`` -- one extra logit per head in every row's softmax denominator
+that carries no value -- and the output layouts ``*_NBSD``.  The ``*_dtype`` arguments and
+``quant_scale_p`` / ``dequant_scale_key_rope`` are reserved on the page and ignored, except that
+a query carrying an NPU-only dtype (hifloat8 in uint8) or full quantization
+(``dequant_scale_query``) raises NotImplementedError.  Shapes: op-plugin meta
+``npu_fused_infer_attention_score_v2_forward``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ... import checks
+from ...library import TORCH_NPU_NS, NpuOp, OpInfo, _library
+from . import fused_infer_attention_score as v1
+from .formatting import empty_outputs
+
+OP = "npu_fused_infer_attention_score_v2"
+_ARGS = (
+    "Tensor query, Tensor key, Tensor value, *, Tensor? query_rope=None, Tensor? key_rope=None, "
+    "Tensor? pse_shift=None, Tensor? atten_mask=None, SymInt[]? actual_seq_qlen=None, "
+    "SymInt[]? actual_seq_kvlen=None, Tensor? block_table=None, "
+    "Tensor? dequant_scale_query=None, Tensor? dequant_scale_key=None, "
+    "Tensor? dequant_offset_key=None, Tensor? dequant_scale_value=None, "
+    "Tensor? dequant_offset_value=None, Tensor? dequant_scale_key_rope=None, "
+    "Tensor? quant_scale_out=None, Tensor? quant_offset_out=None, Tensor? quant_scale_p=None, "
+    "Tensor? learnable_sink=None, int num_query_heads=1, int num_key_value_heads=0, "
+    "float softmax_scale=1.0, int pre_tokens=2147483647, int next_tokens=2147483647, "
+    "str input_layout=\"BSH\", int sparse_mode=0, int block_size=0, int query_quant_mode=0, "
+    "int key_quant_mode=0, int value_quant_mode=0, int inner_precise=0, "
+    "bool return_softmax_lse=False, int? query_dtype=None, int? key_dtype=None, "
+    "int? value_dtype=None, int? query_rope_dtype=None, int? key_rope_dtype=None, "
+    "int? key_shared_prefix_dtype=None, int? value_shared_prefix_dtype=None, "
+    "int? dequant_scale_query_dtype=None, int? dequant_scale_key_dtype=None, "
+    "int? dequant_scale_value_dtype=None, int? dequant_scale_key_rope_dtype=None, "
+    "int? out_dtype=None")
+SCHEMA = f"{OP}({_ARGS}) -> (Tensor, Tensor)"
+OUT_SCHEMA = (f"{OP}.out({_ARGS}, Tensor? workspace=None, Tensor(a!) attention_out, "
+              "Tensor(b!) softmax_lse) -> (Tensor(a!), Tensor(b!))")
+WORKSPACE_OP = "_npu_fused_infer_attention_score_v2_get_max_workspace"
+WORKSPACE_SCHEMA = f"{WORKSPACE_OP}({_ARGS}) -> Tensor"
+INFER_OUTPUT_OP = "_npu_fused_infer_attention_score_v2_infer_output"
+INFER_OUTPUT_SCHEMA = (
+    f"{INFER_OUTPUT_OP}(Tensor query, Tensor value, *, int? query_dtype=None, "
+    "int? value_dtype=None, str input_layout=\"BSH\", Tensor? quant_scale_out=None, "
+    "Tensor? block_table=None, int num_query_heads=1, int num_key_value_heads=0, "
+    "bool return_softmax_lse=False, Tensor? query_rope=None, int? out_dtype=None) "
+    "-> (Tensor, Tensor)")
+LAYOUTS = ("BSH", "BSND", "BNSD", "BNSD_BSND", "BSH_NBSD", "BSND_NBSD", "BNSD_NBSD", "TND",
+           "TND_NTD", "NTD_TND")
+DEFAULTS = {a.name: a.default_value for a in torch._C.parse_schema(SCHEMA).arguments
+            if a.kwarg_only}
+
+
+def _v1_params(kwargs: dict) -> dict:
+    unknown = set(kwargs) - set(DEFAULTS)
+    if unknown:
+        raise TypeError(f"{OP}() got unexpected keyword arguments {sorted(unknown)}")
+    p = {**DEFAULTS, **kwargs}
+    checks.expect(p["dequant_scale_query"] is None, OP, "dequant_scale_query",
+                  "None (full quantization of query/key/value is not reproduced)", "a tensor",
+                  NotImplementedError)
+    checks.expect(p["query_dtype"] is None and p["key_dtype"] is None
+                  and p["value_dtype"] is None, OP, "query_dtype",
+                  "None (inputs in NPU-only dtypes such as hifloat8 are not reproduced)",
+                  (p["query_dtype"], p["key_dtype"], p["value_dtype"]), NotImplementedError)
+    checks.expect(p["out_dtype"] is None or p["out_dtype"] in (1,), OP, "out_dtype",
+                  "None or int8 (other quantized outputs are not reproduced)", p["out_dtype"],
+                  NotImplementedError)
+    sink = p["learnable_sink"]
+    if sink is not None:
+        heads = p["num_query_heads"]
+        checks.expect(tuple(sink.shape) == (heads,), OP, "learnable_sink",
+                      lambda: f"shape (Q_N,) = ({heads},)", lambda: tuple(sink.shape),
+                      RuntimeError)
+    separate = p["dequant_scale_key"] is not None
+    mapped = v1._params(dict(
+        query_rope=p["query_rope"], key_rope=p["key_rope"], pse_shift=p["pse_shift"],
+        atten_mask=p["atten_mask"], actual_seq_lengths=p["actual_seq_qlen"],
+        actual_seq_lengths_kv=p["actual_seq_kvlen"], block_table=p["block_table"],
+        key_antiquant_scale=p["dequant_scale_key"], key_antiquant_offset=p["dequant_offset_key"],
+        value_antiquant_scale=p["dequant_scale_value"],
+        value_antiquant_offset=p["dequant_offset_value"], quant_scale2=p["quant_scale_out"],
+        quant_offset2=p["quant_offset_out"], num_heads=p["num_query_heads"],
+        scale=p["softmax_scale"], pre_tokens=p["pre_tokens"], next_tokens=p["next_tokens"],
+        input_layout=p["input_layout"], num_key_value_heads=p["num_key_value_heads"],
+        sparse_mode=p["sparse_mode"], inner_precise=p["inner_precise"],
+        block_size=p["block_size"], softmax_lse_flag=p["return_softmax_lse"],
+        key_antiquant_mode=p["key_quant_mode"] if separate else 0,
+        value_antiquant_mode=p["value_quant_mode"] if separate else 0))
+    mapped["_layouts"] = LAYOUTS
+    mapped["_sink"] = sink
+    return mapped
+
+
+def check_fused_infer_attention_score_v2(query, key, value, **kwargs) -> None:
+    v1.parse(OP, query, key, value, _v1_params(kwargs), build=False)
+
+
+def _reference(query, key, value, **kwargs):
+    return v1.run(query, key, value, _v1_params(kwargs), use_fast=False, op=OP)
+
+
+def _fake(query, key, value, **kwargs):
+    _, plan = v1.parse(OP, query, key, value, _v1_params(kwargs), build=False)
+    return empty_outputs(query, plan)
+
+
+fia_v2_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_fused_infer_attention_score_v2,
+                  reference=_reference, fake=_fake, metadata_check=True,
+                  info=OpInfo(api="torch_npu", notes=["inference only: no backward on the NPU"]))
+fia_v2_op.forbid_autograd("npu_fused_infer_attention_score_v2 is inference-only")
+fia_v2_op.add_provider(
+    "attention-fast", lambda q, k, v, **kw: v1.run(q, k, v, _v1_params(kw), use_fast=True, op=OP),
+    v1._fast_supports)
+
+# -- .out ----------------------------------------------------------------------------------
+
+_lib = _library(TORCH_NPU_NS)
+_lib.define(OUT_SCHEMA)
+
+
+def _out_kernel(query, key, value, **kwargs):
+    _ws, attention_out, softmax_lse, rest = v1._split_out(kwargs)
+    _, plan = v1.parse(OP, query, key, value, _v1_params(rest), build=False)
+    expected, _ = empty_outputs(query, plan)
+    checks.expect(tuple(attention_out.shape) == tuple(expected.shape)
+                  and attention_out.dtype == expected.dtype, OP, "attention_out",
+                  lambda: f"shape {tuple(expected.shape)} and dtype {expected.dtype}",
+                  lambda: f"{tuple(attention_out.shape)} {attention_out.dtype}", RuntimeError)
+    out, lse = fia_v2_op(query, key, value, **rest)
+    attention_out.copy_(out)
+    if plan.lse_flag and tuple(softmax_lse.shape) == tuple(lse.shape):
+        softmax_lse.copy_(lse)
+    return attention_out, softmax_lse
+
+
+def _out_fake(query, key, value, **kwargs):
+    _ws, attention_out, softmax_lse, rest = v1._split_out(kwargs)
+    v1.parse(OP, query, key, value, _v1_params(rest), build=False)
+    return attention_out, softmax_lse
+
+
+_lib.impl(f"{OP}.out", _out_kernel, "CompositeExplicitAutograd")
+torch.library.register_fake(f"{TORCH_NPU_NS}::{OP}.out", _out_fake, lib=_lib)
+out_overload = getattr(getattr(torch.ops, TORCH_NPU_NS), OP).out
+
+# -- graph helpers ---------------------------------------------------------------------------
+
+workspace_op = NpuOp(WORKSPACE_SCHEMA, namespace=TORCH_NPU_NS,
+                     check=check_fused_infer_attention_score_v2,
+                     reference=lambda query, key, value, **kw: query.new_zeros(1),
+                     metadata_check=True, info=OpInfo(api="torch_npu"))
+workspace_op.forbid_autograd("a workspace query has no gradient")
+
+
+def _infer_plan(query, value, input_layout, quant_scale_out, block_table, num_query_heads,
+                num_key_value_heads, return_softmax_lse, query_rope):
+    checks.expect(num_query_heads > 0, INFER_OUTPUT_OP, "num_query_heads",
+                  "a positive head count", num_query_heads, ValueError)
+    checks.expect(input_layout in LAYOUTS, INFER_OUTPUT_OP, "input_layout",
+                  f"one of {list(LAYOUTS)}", repr(input_layout), ValueError)
+    p = v1._params(dict(input_layout=input_layout, quant_scale2=quant_scale_out,
+                        block_table=block_table, num_heads=num_query_heads,
+                        num_key_value_heads=num_key_value_heads,
+                        softmax_lse_flag=return_softmax_lse, query_rope=query_rope))
+    return v1._plan_from_query_value(query, value, p, LAYOUTS)
+
+
+def _infer_output_check(query, value, *, query_dtype=None, value_dtype=None, input_layout="BSH",
+                        quant_scale_out=None, block_table=None, num_query_heads=1,
+                        num_key_value_heads=0, return_softmax_lse=False, query_rope=None,
+                        out_dtype=None):
+    _infer_plan(query, value, input_layout, quant_scale_out, block_table, num_query_heads,
+                num_key_value_heads, return_softmax_lse, query_rope)
+
+
+def _infer_output_reference(query, value, *, query_dtype=None, value_dtype=None,
+                            input_layout="BSH", quant_scale_out=None, block_table=None,
+                            num_query_heads=1, num_key_value_heads=0, return_softmax_lse=False,
+                            query_rope=None, out_dtype=None):
+    plan = _infer_plan(query, value, input_layout, quant_scale_out, block_table, num_query_heads,
+                       num_key_value_heads, return_softmax_lse, query_rope)
+    out, lse = empty_outputs(query, plan)
+    return out.zero_(), lse.zero_()
+
+
+infer_output_op = NpuOp(INFER_OUTPUT_SCHEMA, namespace=TORCH_NPU_NS, check=_infer_output_check,
+                        reference=_infer_output_reference, metadata_check=True,
+                        info=OpInfo(api="torch_npu"))
+infer_output_op.forbid_autograd("an output-shape query has no gradient")
+
+# -- Python functions --------------------------------------------------------------------------
+
+
+def _normalize(kwargs: dict) -> dict:
+    for name in ("actual_seq_qlen", "actual_seq_kvlen"):
+        if name in kwargs:
+            kwargs[name] = v1._lengths(kwargs[name])
+    return kwargs
+
+
+class _FusedInferAttentionScoreV2:
+    """``torch_npu.npu_fused_infer_attention_score_v2``, with ``.out`` as an attribute."""
+
+    __name__ = OP
+
+    def __call__(self, query, key, value, *, out=None, workspace=None, **kwargs):
+        """Fused inference attention v2 (seed 004 ``npu_fused_infer_attention_score_v2``).
+
+        ``attention_out = softmax(softmax_scale * query @ key^T + pse_shift [masked]) @ value``;
+        with ``learnable_sink`` (Q_N,) each head's softmax denominator gains ``exp(sink)``.
+        Semantics and parameters are v1's under the v2 names (see the module docstring and
+        ``npu_fused_infer_attention_score``); ``actual_seq_qlen`` / ``actual_seq_kvlen`` may be
+        tensors.  Returns ``(attention_out, softmax_lse)``; softmax_lse is float32
+        [B, N, Q_S, 1] ([T, N, 1] packed) with return_softmax_lse, else empty.
+        ``out=[attention_out, softmax_lse]`` writes into those tensors (the ``.out`` overload).
+        """
+        kwargs = _normalize(kwargs)
+        if out is not None:
+            return self.out(query, key, value, workspace=workspace, out=out, **kwargs)
+        return fia_v2_op(query, key, value, **kwargs)
+
+    def out(self, query, key, value, *, out=None, workspace=None, attention_out=None,
+            softmax_lse=None, **kwargs):
+        """The ``.out`` overload (``out=[attention_out, softmax_lse]`` or keywords)."""
+        if out is not None:
+            attention_out, softmax_lse = out
+        return out_overload(query, key, value, workspace=workspace, attention_out=attention_out,
+                            softmax_lse=softmax_lse, **_normalize(kwargs))
+
+
+npu_fused_infer_attention_score_v2 = _FusedInferAttentionScoreV2()
+
+
+def _npu_fused_infer_attention_score_v2_get_max_workspace(query, key, value, **kwargs):
+    """A workspace tensor for the ``.out`` overload (1-D, query's dtype; we need none)."""
+    return workspace_op(query, key, value, **_normalize(kwargs))
+
+
+def _npu_fused_infer_attention_score_v2_infer_output(query, *args, **kwargs):
+    """Zero ``(attention_out, softmax_lse)`` of the op's output shapes; ``(query, value)``, or
+    ``(q, k, v)`` as some examples pass it (the middle tensor is ignored)."""
+    value = args[-1] if args else kwargs.pop("value")
+    return infer_output_op(query, value, **kwargs)
+
+
+TORCH_NPU_FUNCTIONS = {
+    OP: npu_fused_infer_attention_score_v2,
+    WORKSPACE_OP: _npu_fused_infer_attention_score_v2_get_max_workspace,
+    INFER_OUTPUT_OP: _npu_fused_infer_attention_score_v2_infer_output,
+}
