@@ -15,6 +15,15 @@ V2 = na.npu_fused_infer_attention_score_v2
 NPU = getattr(torch.ops, na.library.TORCH_NPU_NS)
 
 
+
+@pytest.fixture(autouse=True, params=["reference", "attention-fast"])
+def provider(request):
+    """Every golden test runs on the reference and on the fast kernels (which fall back to the
+    reference for the problems they decline)."""
+    with na.use_providers(request.param):
+        yield request.param
+
+
 def rnd(*shape, dtype=torch.float32, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
