@@ -99,6 +99,8 @@ def signature_from_schema(fn: Callable[..., Any], schema: Any) -> inspect.Signat
     """
     own = inspect.signature(fn)
     arguments = list(schema.arguments)
+    if any(p.kind is p.VAR_POSITIONAL for p in own.parameters.values()):
+        return _forwarding_signature(own, schema)
     by_name = {a.name: a for a in arguments}
     names = set(own.parameters)
     params = []
@@ -123,6 +125,18 @@ def signature_from_schema(fn: Callable[..., Any], schema: Any) -> inspect.Signat
     if returns is own.empty or isinstance(returns, str):
         returns = _return_annotation(schema)
     return own.replace(parameters=params, return_annotation=returns)
+
+
+def _forwarding_signature(own: inspect.Signature, schema: Any) -> inspect.Signature:
+    """The schema's own signature, for a function that forwards ``*args, **kwargs`` to its op."""
+    params = []
+    for arg in schema.arguments:
+        kind = (inspect.Parameter.KEYWORD_ONLY if arg.kwarg_only
+                else inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        default = arg.default_value if arg.has_default_value() else inspect.Parameter.empty
+        params.append(inspect.Parameter(arg.name, kind, default=default,
+                                        annotation=annotation(arg.real_type)))
+    return own.replace(parameters=params, return_annotation=_return_annotation(schema))
 
 
 def _with_keyword_hints(fn: Callable[..., Any], name: str,
