@@ -294,3 +294,19 @@ def test_opcheck(make):
     args, kwargs = make()
     torch.library.opcheck(NPU.npu_fused_infer_attention_score.default, args, kwargs,
                           test_utils=("test_schema", "test_faketensor"))
+
+
+def test_strict_block_size_and_inner_precise():
+    q = rnd(1, 1, 16, dtype=torch.float16)
+    cache = rnd(2, 16, 16, dtype=torch.float16, seed=1)
+    table = torch.tensor([[0, 1]], dtype=torch.int32)
+    kw = dict(num_heads=1, block_table=table, block_size=16, actual_seq_lengths_kv=[20])
+    with na.strict("A2"):
+        FIA(q, cache, cache, **kw)                                  # decode: 16-aligned is fine
+        with pytest.raises(ValueError, match="inner_precise"):
+            FIA(q, cache, cache, inner_precise=2, **kw)
+        q2 = rnd(1, 2, 16, dtype=torch.float16)
+        with pytest.raises(ValueError, match="block_size"):         # prompt: multiples of 128
+            FIA(q2, cache, cache, **kw)
+    with pytest.raises(ValueError, match="inner_precise"):
+        FIA(q, cache, cache, inner_precise=4, **kw)

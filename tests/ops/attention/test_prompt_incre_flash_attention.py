@@ -165,3 +165,23 @@ def test_fake_and_compile(which):
     got = torch.compile(lambda a, b_: op(a, b_, b_, **kwargs), fullgraph=True, backend="eager")(q, k)
     torch.testing.assert_close(got, want)
     torch.library.opcheck(op.default, (q, k, k), kwargs, test_utils=("test_schema", "test_faketensor"))
+
+
+def test_strict_products_of_the_pages():
+    q, k = rnd(1, 1, 32, dtype=torch.float16), rnd(1, 4, 32, dtype=torch.float16, seed=1)
+    with na.strict("310P"):
+        na.npu_incre_flash_attention(q, k, k, num_heads=2)
+        na.npu_prompt_flash_attention(q, k, k, num_heads=2)
+        with pytest.raises(TypeError, match="query"):
+            na.npu_incre_flash_attention(q.bfloat16(), k.bfloat16(), k.bfloat16(), num_heads=2)
+        with pytest.raises(ValueError, match="sparse_mode"):
+            na.npu_prompt_flash_attention(q, k, k, num_heads=2, sparse_mode=1,
+                                          atten_mask=torch.zeros(1, 4, dtype=torch.bool))
+        with pytest.raises(ValueError, match="actual_seq_lengths"):
+            na.npu_prompt_flash_attention(q, k, k, num_heads=2, actual_seq_lengths=[1])
+        with pytest.raises(RuntimeError, match="product"):
+            na.npu_fused_infer_attention_score(q, k, k, num_heads=2)
+    with na.strict("A3"):
+        na.npu_prompt_flash_attention(q, k, k, num_heads=2)
+        with pytest.raises(RuntimeError, match="product"):
+            na.npu_incre_flash_attention(q, k, k, num_heads=2)

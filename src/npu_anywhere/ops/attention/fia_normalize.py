@@ -19,7 +19,7 @@ from ... import checks, targets
 from ...targets import Product
 from . import fia_inputs as inputs
 from . import layouts
-from .problem import AttentionProblem, gather_paged
+from .problem import UNBOUNDED, AttentionProblem, gather_paged
 
 FLOAT_QUERY = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 KV_QUANT = (torch.int8, torch.int32)            # int32 = eight packed int4 values
@@ -63,17 +63,57 @@ def _dense_kv(op, name, x, q_layout, kv_heads, kv_cum, capacity):
     return layouts.to_bnsd(x, q_layout, kv_heads)
 
 
-def _strict(op: str, query: torch.Tensor, d: int, heads: int, kv_heads: int, q_layout: str) -> None:
-    product = targets.expect_supported(op, _FIA_PRODUCTS)
+def _strict(op: str, query: torch.Tensor, key: torch.Tensor, d: int, heads: int, kv_heads: int,
+            p: dict, decode: bool) -> None:
+    """Per-product rules of the pages (strict mode only).
+
+    FIA v1/v2: Atlas A2 and A3.  PFA: A2, A3 and the Atlas inference series (310P); IFA: A2 and
+    310P (``p["_products"]``).  310P: float16 queries, no pse_shift / output quantization; for
+    PFA also no actual lengths, no GQA, sparse_mode 0 and default tokens.  A2/A3: D <= 512,
+    N <= 256, N / N_kv <= 64; paged block_size a multiple of 128 in [128, 512] on the prompt
+    branch, 16-aligned (32 for int8 KV) and <= 512 on the incremental one; inner_precise 0/1 on
+    the incremental branch.
+    """
+    product = targets.expect_supported(op, p.get("_products", _FIA_PRODUCTS))
     if product is None:
         return
-    checks.expect_dtype(query, (torch.float16, torch.bfloat16, torch.int8), op, "query")
-    checks.expect(d <= 512, op, "query", lambda: f"D <= 512 on {product.value}", d, ValueError)
-    checks.expect(heads <= 256, op, "num_heads", lambda: f"N <= 256 on {product.value}", heads,
+    name = product.value
+    if product == Product.ATLAS_INFERENCE:
+        checks.expect_dtype(query, (torch.float16,), op, "query")
+        for arg in ("pse_shift", "quant_scale2"):
+            checks.expect(p[arg] is None, op, arg, f"None on {name}", "a tensor", ValueError)
+        if p.get("_branch") == "prompt":
+            for arg in ("actual_seq_lengths", "actual_seq_lengths_kv"):
+                checks.expect(p[arg] is None, op, arg, f"None on {name}", p[arg], ValueError)
+            checks.expect(p["num_key_value_heads"] == 0, op, "num_key_value_heads",
+                          f"0 on {name}", p["num_key_value_heads"], ValueError)
+            checks.expect(p["sparse_mode"] == 0, op, "sparse_mode", f"0 on {name}",
+                          p["sparse_mode"], ValueError)
+            checks.expect(p["pre_tokens"] == UNBOUNDED, op, "pre_tokens",
+                          f"2147483647 on {name}", p["pre_tokens"], ValueError)
+            checks.expect(p["next_tokens"] in (0, UNBOUNDED), op, "next_tokens",
+                          f"0 or 2147483647 on {name}", p["next_tokens"], ValueError)
+    else:
+        checks.expect_dtype(query, (torch.float16, torch.bfloat16, torch.int8), op, "query")
+    checks.expect(d <= 512, op, "query", lambda: f"D <= 512 on {name}", d, ValueError)
+    checks.expect(heads <= 256, op, "num_heads", lambda: f"N <= 256 on {name}", heads,
                   ValueError)
     checks.expect(heads // kv_heads <= 64, op, "num_key_value_heads",
-                  lambda: f"num_heads / num_key_value_heads <= 64 on {product.value}",
+                  lambda: f"num_heads / num_key_value_heads <= 64 on {name}",
                   heads // kv_heads, ValueError)
+    if p["block_table"] is not None:
+        bs = p["block_size"]
+        if decode:
+            align = 32 if key.dtype == torch.int8 else 16
+            checks.expect(bs <= 512 and bs % align == 0, op, "block_size",
+                          lambda: f"a multiple of {align} up to 512 on {name}", bs, ValueError)
+        else:
+            checks.expect(128 <= bs <= 512 and bs % 128 == 0, op, "block_size",
+                          lambda: f"a multiple of 128 in [128, 512] on {name} (Q_S > 1)", bs,
+                          ValueError)
+    if decode:
+        checks.expect(p["inner_precise"] in (0, 1), op, "inner_precise",
+                      lambda: f"0 or 1 when Q_S is 1 on {name}", p["inner_precise"], ValueError)
 
 
 def parse(op: str, query, key, value, p: dict, *, build: bool):
@@ -95,7 +135,6 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
     n_q, s_or_t, d_q = layouts.query_dims(op, query, q_layout, num_heads)
     checks.expect(n_q == num_heads, op, "query", lambda: f"N equal to num_heads ({num_heads})",
                   n_q, RuntimeError)
-    _strict(op, query, d_q, num_heads, kv_heads, q_layout)
     packed = q_layout in layouts.PACKED
     paged = p["block_table"] is not None
 
@@ -117,6 +156,8 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
         else branch == "decode"
     if decode:
         q_lens = [1] * batch
+    checks.expect_one_of(p["inner_precise"], (0, 1, 2, 3), op, "inner_precise")
+    _strict(op, query, key, d_q, num_heads, kv_heads, p, decode)
 
     # -- KV storage ------------------------------------------------------------------------
     checks.expect(key.dtype == value.dtype, op, "value", lambda: f"the dtype of key ({key.dtype})",

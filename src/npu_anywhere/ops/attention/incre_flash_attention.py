@@ -18,6 +18,7 @@ import torch
 
 from ... import checks
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
+from ...targets import Product
 from . import fused_infer_attention_score as fia
 
 OP = "npu_incre_flash_attention"
@@ -31,6 +32,8 @@ SCHEMA = (
     "float scale_value=1.0, str input_layout=\"BSH\", int num_key_value_heads=0, "
     "int block_size=0, int inner_precise=1) -> Tensor")
 LAYOUTS = ("BSH", "BSND", "BNSD")
+# Products the page lists.
+_PRODUCTS = frozenset({Product.A2, Product.ATLAS_INFERENCE})
 DEFAULTS = {a.name: a.default_value for a in torch._C.parse_schema(SCHEMA).arguments
             if a.kwarg_only}
 
@@ -56,7 +59,7 @@ def _fia_params(query, kwargs: dict) -> dict:
         quant_offset2=p["quant_offset2"], kv_padding_size=p["kv_padding_size"],
         num_heads=p["num_heads"], scale=p["scale_value"], input_layout=layout,
         num_key_value_heads=p["num_key_value_heads"], block_size=p["block_size"],
-        inner_precise=p["inner_precise"])) | {"_branch": "decode"}
+        inner_precise=p["inner_precise"])) | {"_branch": "decode", "_products": _PRODUCTS}
 
 
 def check_incre_flash_attention(query, key, value, **kwargs) -> None:

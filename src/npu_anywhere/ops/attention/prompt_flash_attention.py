@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
+from ...targets import Product
 from . import fused_infer_attention_score as fia
 
 OP = "npu_prompt_flash_attention"
@@ -28,6 +29,8 @@ SCHEMA = (
     "str input_layout=\"BSH\", int num_key_value_heads=0, int[]? actual_seq_lengths_kv=None, "
     "int sparse_mode=0) -> Tensor")
 LAYOUTS = ("BSH", "BSND", "BNSD", "BNSD_BSND", "TND")
+# Products the page lists.
+_PRODUCTS = frozenset({Product.A2, Product.A3, Product.ATLAS_INFERENCE})
 DEFAULTS = {a.name: a.default_value for a in torch._C.parse_schema(SCHEMA).arguments
             if a.kwarg_only}
 
@@ -49,7 +52,7 @@ def _fia_params(kwargs: dict) -> dict:
         quant_offset2=p["quant_offset2"], num_heads=p["num_heads"], scale=p["scale_value"],
         pre_tokens=p["pre_tokens"], next_tokens=p["next_tokens"], input_layout=p["input_layout"],
         num_key_value_heads=p["num_key_value_heads"], sparse_mode=p["sparse_mode"])) | {
-            "_branch": "prompt"}
+            "_branch": "prompt", "_products": _PRODUCTS}
 
 
 def check_prompt_flash_attention(query, key, value, **kwargs) -> None:
