@@ -13,8 +13,8 @@ import types
 import torch
 
 from .. import library
-from . import (amp, device, device_strings, generator, npu_module, npu_testing, serialization,
-               shim, transfer, unimplemented)
+from . import (amp, device, device_strings, dynamo_hook, generator, npu_module, npu_testing,
+               serialization, shim, transfer, unimplemented)
 
 log = logging.getLogger("npu_anywhere.compat")
 
@@ -91,6 +91,7 @@ def install(*, claim_npu: bool | None = None, device_strings_enabled: bool = Tru
         return
     if device_strings_enabled:
         device_strings.enable()
+        dynamo_hook.enable()
         generator.enable()
         amp.enable()
         serialization.enable()
@@ -118,6 +119,7 @@ def uninstall() -> None:
     transfer.undo()
     if _installed.pop("device_strings", None):
         device_strings.disable()
+        dynamo_hook.disable()
         generator.disable()
         amp.disable()
         serialization.disable()

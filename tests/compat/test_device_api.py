@@ -1,0 +1,154 @@
+"""The ``torch.npu`` device API of the shim, in process (``install(device_strings_enabled=
+False)``, undone after each test; stand-in device: cpu): seeding, device names per product,
+typed tensors, device contexts, memory queries, streams, amp."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+import torch
+
+import npu_anywhere
+from npu_anywhere import compat
+
+
+@pytest.fixture
+def npu(monkeypatch):
+    if npu_anywhere.library.REAL_TORCH_NPU:
+        pytest.skip("a real torch_npu is installed; the shim stands aside")
+    if compat.installed():
+        pytest.skip("npu_anywhere.install() was already called in this process")
+    monkeypatch.setenv("NPU_ANYWHERE_DEVICE", "cpu")
+    npu_anywhere.install(device_strings_enabled=False)
+    try:
+        yield torch.npu
+    finally:
+        npu_anywhere.uninstall()
+    assert "torch_npu.npu.utils" not in sys.modules and not hasattr(torch, "npu")
+
+
+def test_seeding_hooks_torch_asks_for(npu):
+    # torch.manual_seed looks for these two on the device module (else it warns every time).
+    assert npu._is_in_bad_fork() is False
+    npu.manual_seed_all(5)
+    a = torch.randn(4)
+    npu.manual_seed(5)
+    assert torch.equal(torch.randn(4), a)
+    assert npu.initial_seed() == 5
+    state = npu.get_rng_state()
+    b = torch.randn(4)
+    npu.set_rng_state(state)
+    assert torch.equal(torch.randn(4), b)
+    npu.set_rng_state_all([state])
+    assert torch.equal(torch.randn(4), b)
+    assert len(npu.get_rng_state_all()) == npu.device_count()
+
+
+@pytest.mark.parametrize("product,name,bf16", [
+    (None, "Ascend910B", True), ("A2", "Ascend910B", True), ("A3", "Ascend910_9391", True),
+    ("910", "Ascend910A", False), ("310P", "Ascend310P3", False), ("950", "Ascend950PR", True)])
+def test_device_name_is_the_strict_mode_product(npu, product, name, bf16):
+    with npu_anywhere.strict(product):
+        assert npu.get_device_name() == npu.get_device_name(0) == name
+        assert npu.is_bf16_supported() is bf16
+        props = npu.get_device_properties(0)
+        assert props.name == name and props.total_memory > 0
+        assert props.cube_core_num > 0 and props.L2_cache_size > 0
+        import torch_npu.npu.utils
+        assert torch_npu.npu.utils.get_device_name() == name
+
+
+def test_typed_tensor_constructors(npu):
+    t = npu.FloatTensor(2, 3)
+    assert t.shape == (2, 3) and t.dtype == torch.float32 and t.device.type == "cpu"
+    assert torch.equal(npu.LongTensor([1, 2]), torch.tensor([1, 2]))
+    assert npu.LongTensor([1, 2]).dtype == torch.int64
+    h = npu.HalfTensor(torch.tensor([1.5, 2.0]))
+    assert h.dtype == torch.float16 and torch.equal(h.float(), torch.tensor([1.5, 2.0]))
+    assert npu.BFloat16Tensor(torch.Size([4])).dtype == torch.bfloat16
+    assert npu.IntTensor().shape == (0,)
+    for cls, dtype in ((npu.FloatTensor, torch.float32), (npu.HalfTensor, torch.float16),
+                       (npu.BFloat16Tensor, torch.bfloat16), (npu.IntTensor, torch.int32),
+                       (npu.LongTensor, torch.int64), (npu.BoolTensor, torch.bool),
+                       (npu.ByteTensor, torch.uint8), (npu.CharTensor, torch.int8),
+                       (npu.ShortTensor, torch.int16), (npu.DoubleTensor, torch.float64)):
+        assert isinstance(torch.zeros(1, dtype=dtype), cls)
+        assert not isinstance(torch.zeros(1, dtype=torch.complex64), cls)
+        assert not isinstance("not a tensor", cls)
+
+
+def test_device_context_and_set_device(npu):
+    with npu.device(0) as ctx:
+        assert npu.current_device() == 0 and ctx.idx == 0
+    with npu.device("npu:0"):
+        assert npu.current_device() == 0
+    with npu.device(None):
+        assert npu.current_device() == 0
+    with pytest.raises(TypeError, match="torch.npu.device: expected an int, str or torch.device"):
+        npu.device(1.5)
+    with pytest.raises(RuntimeError, match="expected a device index < 1"):
+        with npu.device(3):
+            pass
+
+
+def test_memory_queries_on_the_cpu(npu):
+    for query in (npu.memory_allocated, npu.max_memory_allocated, npu.memory_reserved,
+                  npu.max_memory_reserved, npu.memory_cached, npu.max_memory_cached):
+        assert query() == 0
+    assert npu.empty_cache() is None and npu.reset_peak_memory_stats() is None
+    assert npu.reset_max_memory_allocated() is None
+    free, total = npu.mem_get_info()
+    assert 0 < free <= total
+    assert npu.memory_stats() == {} and "CPU" in npu.memory_summary()
+
+
+def test_streams_and_stream_context(npu):
+    s = npu.Stream()
+    with npu.stream(s):
+        torch.ones(2).add_(1)
+    with s:
+        pass
+    npu.set_stream(s)
+    s.wait_stream(npu.current_stream())
+    event = s.record_event()
+    assert event.query() and s.query()
+    npu.synchronize()
+    assert npu.default_stream() is npu.current_stream()
+
+
+def test_amp_autocast_is_the_local_device_in_float16(npu):
+    a, b = torch.randn(3, 5), torch.randn(5, 2)
+    with npu.amp.autocast():
+        out = a @ b
+        assert torch.is_autocast_enabled("cpu")
+    assert out.dtype == torch.float16
+    torch.testing.assert_close(out.double(), a.half().double() @ b.half().double(),
+                               rtol=2e-3, atol=2e-3)
+    with npu.amp.autocast(dtype=torch.bfloat16):
+        assert (a @ b).dtype == torch.bfloat16
+    with npu.amp.autocast(enabled=False):
+        assert (a @ b).dtype == torch.float32
+    assert importlib.import_module("torch.npu.amp").GradScaler is npu.amp.GradScaler
+
+
+def test_grad_scaler_scales_and_unscales(npu):
+    w = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    opt = torch.optim.SGD([w], lr=1.0)
+    scaler = npu.amp.GradScaler(init_scale=8.0)
+    scaler.scale((w * w).sum()).backward()
+    assert torch.equal(w.grad, torch.tensor([16.0, -32.0]))  # 8 * 2w
+    scaler.step(opt)
+    scaler.update()
+    assert torch.equal(w.detach(), torch.tensor([-1.0, 2.0]))  # w - 2w
+    assert scaler.get_scale() == 8.0  # no inf seen: the scale grows only after the interval
+
+
+def test_transfer_to_npu_needs_the_device_strings(npu):
+    with pytest.raises(ImportError, match="expected npu_anywhere.install\\(\\) with the device "
+                       "strings enabled"):
+        from torch_npu.contrib import transfer_to_npu  # noqa: F401
+    import torch_npu.contrib
+    with pytest.raises(AttributeError, match="no attribute 'not_a_module'"):
+        torch_npu.contrib.not_a_module
