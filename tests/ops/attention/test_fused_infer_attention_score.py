@@ -205,7 +205,7 @@ def test_decode_ignores_sparse_mode_and_tokens(layout, mask_form):
     out, lse = FIA(to_layout(q, layout), to_layout(k, layout), to_layout(v, layout),
                    num_heads=n, num_key_value_heads=nkv, input_layout=layout, scale=0.7,
                    actual_seq_lengths_kv=kv_lens, atten_mask=mask, sparse_mode=3, pre_tokens=0,
-                   next_tokens=0, softmax_lse_flag=True)
+                   next_tokens=0, softmax_lse_flag=True, actual_seq_lengths=[7, 9, 2])
     got = from_layout(out, layout, n)
     for i in range(b):
         allowed = decode_allowed(skv, kv_lens[i], None if mask is None else m[i])[None]

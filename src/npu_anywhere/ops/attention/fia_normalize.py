@@ -147,15 +147,16 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
         sq = max(q_lens) if q_lens else 0
     else:
         batch, sq = query.shape[0], s_or_t
-        q_lens = inputs.per_batch(op, "actual_seq_lengths", p["actual_seq_lengths"], batch, sq)
-        checks.expect(all(v <= sq for v in q_lens), op, "actual_seq_lengths",
-                      lambda: f"lengths <= Q_S ({sq})", q_lens, ValueError)
     # The incremental branch (FIA with Q_S == 1 and no rope; IFA always; PFA never).
     branch = p.get("_branch")
     decode = (not packed and sq == 1 and p["query_rope"] is None) if branch is None \
         else branch == "decode"
-    if decode:
+    if decode:                                  # actual_seq_lengths is ignored there
         q_lens = [1] * batch
+    elif not packed:
+        q_lens = inputs.per_batch(op, "actual_seq_lengths", p["actual_seq_lengths"], batch, sq)
+        checks.expect(all(v <= sq for v in q_lens), op, "actual_seq_lengths",
+                      lambda: f"lengths <= Q_S ({sq})", q_lens, ValueError)
     checks.expect_one_of(p["inner_precise"], (0, 1, 2, 3), op, "inner_precise")
     _strict(op, query, key, d_q, num_heads, kv_heads, p, decode)
 
