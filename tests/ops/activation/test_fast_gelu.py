@@ -118,7 +118,7 @@ def test_autograd_under_strict_910_uses_formula_1_derivative():
     (lambda: na.npu_fast_gelu_backward(torch.randn(3), torch.randn(4)), RuntimeError,
      "npu_fast_gelu_backward: expected grad the shape"),
     (lambda: na.npu_fast_gelu(torch.randn(3), other=1), TypeError,
-     "npu_fast_gelu() got unexpected"),
+     "npu_fast_gelu() got an unexpected keyword argument 'other'"),
 ])
 def test_bad_inputs(fn, exc, prefix):
     with pytest.raises(exc) as info:
@@ -136,9 +136,21 @@ def test_strict_dtype_rules():
     for product in ("910", "310P"):
         with na.strict(product), pytest.raises(TypeError, match="bfloat16"):
             na.npu_fast_gelu(x.bfloat16())
-    with na.strict("950"), pytest.raises(RuntimeError, match="expected a product"):
-        na.npu_fast_gelu(x)
     assert na.fast_gelu(x.bfloat16()).dtype == torch.bfloat16     # default mode
+
+
+def test_strict_950_is_supported_with_formula_2():
+    # aclnnFastGelu.md / aclnnFastGeluBackward.md list the 950 (float16, float32, bfloat16) with
+    # x / (1 + exp(-1.702 x)); op-plugin tests fast_gelu without a product restriction.
+    x = torch.linspace(-6, 6, 97, dtype=torch.float64).float()
+    want = (x.double() / (1 + torch.exp(-1.702 * x.double())))
+    with na.strict("950"):
+        for fn in (na.npu_fast_gelu, na.fast_gelu):
+            torch.testing.assert_close(fn(x).double(), want, rtol=2e-6, atol=1e-7)
+        assert na.npu_fast_gelu(x.bfloat16()).dtype == torch.bfloat16
+        xg = x.clone().requires_grad_()
+        na.npu_fast_gelu(xg).sum().backward()
+        assert xg.grad is not None
 
 
 def test_fake_tensor_mode_doc_example():

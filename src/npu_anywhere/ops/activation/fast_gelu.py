@@ -39,7 +39,12 @@ BACKWARD_SCHEMA = "npu_fast_gelu_backward(Tensor grad, Tensor self) -> Tensor"
 ALPHA = 1.702
 HALF_ALPHA = 0.851
 MAX_DIMS = 8
-_SUPPORTED = frozenset({Product.ATLAS_TRAINING, Product.ATLAS_INFERENCE, Product.A2, Product.A3})
+# op-plugin docs/zh/custom_APIs/torch_npu/torch_npu-npu_fast_gelu.md and
+# (beta)torch_npu-fast_gelu.md: Atlas training, Atlas inference, A2, A3; the 950 from hicann/ops-nn
+# activation/fast_gelu/docs/aclnnFastGelu.md (float16/float32/bfloat16, formula 2) and
+# activation/fast_gelu_grad/docs/aclnnFastGeluBackward.md, which the op-plugin kernels call.
+_SUPPORTED = frozenset({Product.ATLAS_TRAINING, Product.ATLAS_INFERENCE, Product.A2, Product.A3,
+                        Product.ASCEND_950})
 FORMULA_1_PRODUCTS = frozenset({Product.ATLAS_TRAINING, Product.ATLAS_INFERENCE})
 
 
@@ -174,7 +179,8 @@ def npu_fast_gelu(input=None, **kwargs):
 
     Constraints
     -----------
-    Strict mode: Atlas training (910), Atlas inference (310P), A2, A3; no bfloat16 on 910/310P.
+    Strict mode: Atlas training (910), Atlas inference (310P), A2, A3 (op-plugin docs) and the
+    950 (ops-nn aclnnFastGelu.md, formula 2); no bfloat16 on 910/310P.
 
     Notes
     -----

@@ -25,7 +25,11 @@ BACKWARD_OP = "npu_mish_backward"
 BACKWARD_SCHEMA = "npu_mish_backward(Tensor grad, Tensor input) -> Tensor"
 
 DTYPES = _common.HALF_AND_FLOAT
-_SUPPORTED = frozenset({Product.A2, Product.A3, Product.ATLAS_TRAINING, Product.ATLAS_INFERENCE})
+# op-plugin docs/zh/custom_APIs/torch_npu/(beta)torch_npu-npu_mish.md: A3, A2, Atlas training,
+# Atlas inference; the 950 from hicann/ops-nn activation/mish/docs/aclnnMish&aclnnInplaceMish.md
+# and activation/mish_grad/docs/aclnnMishBackward.md.
+_SUPPORTED = frozenset({Product.A2, Product.A3, Product.ATLAS_TRAINING, Product.ATLAS_INFERENCE,
+                        Product.ASCEND_950})
 
 
 def check_mish(self):
@@ -97,7 +101,8 @@ def npu_mish(self=None, **kwargs):
     Constraints
     -----------
     Seed 004 documents float16 and float32 only, so bfloat16 raises TypeError.  Strict mode:
-    A3, A2, Atlas training (910), Atlas inference (310P) (op-plugin doc).
+    A3, A2, Atlas training (910), Atlas inference (310P) (op-plugin doc) and the 950 (ops-nn
+    aclnnMish&aclnnInplaceMish.md, aclnnMishBackward.md).
 
     Notes
     -----

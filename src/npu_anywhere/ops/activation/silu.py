@@ -30,9 +30,12 @@ INPLACE_SCHEMA = "_npu_silu_inplace(Tensor(a!) self) -> ()"
 BACKWARD_OP = "npu_silu_backward"
 BACKWARD_SCHEMA = "npu_silu_backward(Tensor grad_output, Tensor x0, Tensor x1) -> Tensor"
 
-# Seed 004 / op-plugin doc: float16 and float32 on A3, A2, Atlas training and Atlas inference.
+# Seed 004 / op-plugin doc ((beta)torch_npu-npu_silu.md): float16 and float32 on A3, A2, Atlas
+# training and Atlas inference; the 950 from hicann/ops-nn activation/swish/docs/aclnnSilu.md and
+# activation/silu_grad/docs/aclnnSiluBackward.md.
 DTYPES = _common.HALF_AND_FLOAT
-_SUPPORTED = frozenset({Product.A2, Product.A3, Product.ATLAS_TRAINING, Product.ATLAS_INFERENCE})
+_SUPPORTED = frozenset({Product.A2, Product.A3, Product.ATLAS_TRAINING, Product.ATLAS_INFERENCE,
+                        Product.ASCEND_950})
 
 
 def _check_self(op: str, self: torch.Tensor) -> None:
@@ -130,7 +133,8 @@ def npu_silu(self=None, **kwargs):
     Constraints
     -----------
     Seed 004 documents float16 and float32 only, so bfloat16 raises TypeError.  Strict mode: A3,
-    A2, Atlas training (910) and Atlas inference (310P).
+    A2, Atlas training (910) and Atlas inference (310P), and the 950 (ops-nn aclnnSilu.md,
+    aclnnSiluBackward.md).
 
     Notes
     -----

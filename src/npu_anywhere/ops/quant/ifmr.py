@@ -34,7 +34,9 @@ SCHEMA = ("npu_ifmr(Tensor data, Tensor data_min, Tensor data_max, Tensor cumsum
 DATA_DTYPES = (torch.float16, torch.float32)
 FLT_EPSILON = 1.192092896e-07
 INT8 = core.FORMATS["int8"]
-SUPPORTED = frozenset({Product.ATLAS_TRAINING, Product.A2, Product.A3})
+# Seed 004: Atlas training, A2, A3; the 950 from hicann/ops-nn quant/ifmr/README.md (its only
+# kernel config is op_host/config/ascend950).
+SUPPORTED = frozenset({Product.ATLAS_TRAINING, Product.A2, Product.A3, Product.ASCEND_950})
 
 
 def search_steps(search_start: float, search_end: float, search_step: float) -> list[float]:
@@ -154,6 +156,11 @@ def npu_ifmr(data, data_min, data_max, cumsum, min_percentile, max_percentile, s
     -------
     (scale, offset)
         Both of data_min's shape and dtype.
+
+    Constraints
+    -----------
+    Products: Atlas training (910), A2, A3 (seed 004) and the 950 (hicann/ops-nn
+    ``quant/ifmr/README.md``).
 
     Notes
     -----
