@@ -233,7 +233,8 @@ def check_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, b
                           "with group_index", h, ValueError)
     if grouped and quant_mode == 0:
         # Static quantization needs quant_offset (aclnnDequantSwigluQuantV2.md: "静态量化中
-        # quantOffset必须输入"; the grouped A2/A3 tiling's CheckForStaticQuant rejects a null one).
+        # quantOffset必须输入"; the grouped A2/A3 tiling's CheckForStaticQuant rejects a null one;
+        # only the 950 tiling, dequant_swiglu_quant_tiling_arch35.cpp, would run without it).
         checks.expect(quant_offset is not None, OP, "quant_offset",
                       "a tensor in static quantization (quant_mode 0) with group_index", "None",
                       ValueError)
