@@ -121,8 +121,9 @@ def npu_add_rms_norm_cast(x1, x2, gamma, epsilon=1e-06):
     split-D template (``_split_d.h``) keeps rstd from the float32 sum but computes y2 from the
     rounded x output.  In both cases ``y1 == y2.float()`` exactly.  Under ``strict("950")`` the
     float32 sum is normalized, y2 rounded once and y1 is the float32 value y2 was rounded
-    from (ops-nn ``norm/add_rms_norm/tests/assets/golden.py``, ``add_rms_golden_v2`` with
-    ``post_action='cast'``).  No autograd.
+    from (``op_kernel/arch35/add_rms_norm_cast_regbase_common.h`` ``ComputeY`` stores the
+    float32 register to y1 and its cast to y2; ops-nn ``norm/add_rms_norm/tests/assets/
+    golden.py``, ``add_rms_golden_v2`` with ``post_action='cast'``).  No autograd.
 
     Examples
     --------
