@@ -36,12 +36,14 @@ def reference_attention(problem: AttentionProblem) -> tuple[torch.Tensor, Option
     dtype = _compute_dtype(problem)
     q = problem.query.to(dtype)
     key, value = dense_kv(problem)
-    k, v = key.to(dtype), value.to(dtype)
-    g = problem.group
-    if g > 1:                      # query head h reads KV head h // g
-        k = k.repeat_interleave(g, dim=1)
-        v = v.repeat_interleave(g, dim=1)
-    s = torch.matmul(q, k.transpose(-1, -2)) * problem.scale
+    k, v = key.to(dtype).contiguous(), value.to(dtype).contiguous()
+    b, n_q, s_q, _ = q.shape
+    n_kv, g = k.shape[1], problem.group
+    # Query head h reads KV head h // g: the g query heads of a KV head are stacked on the row
+    # axis ([B, Nkv, g*Sq, D]), so each KV head is read once and never copied.
+    qg = q.reshape(b, n_kv, g * s_q, q.shape[-1])
+    s = torch.matmul(qg, k.transpose(-1, -2)).reshape(b, n_q, s_q, -1)
+    s = s * problem.scale
     if problem.pse is not None:
         s = s + problem.pse.to(dtype)
     ok = visible(problem, q.device)
@@ -56,7 +58,8 @@ def reference_attention(problem: AttentionProblem) -> tuple[torch.Tensor, Option
     l = p.sum(dim=-1, keepdim=True)
     if sink is not None:
         l = l + torch.exp(sink - m)
-    out = torch.matmul(p, v) / torch.where(l > 0, l, torch.ones_like(l))
+    pv = torch.matmul(p.reshape(b, n_kv, g * s_q, -1), v).reshape(b, n_q, s_q, -1)
+    out = pv / torch.where(l > 0, l, torch.ones_like(l))
     lse = None
     if problem.return_lse:
         lse = (m + torch.log(l)).squeeze(-1)       # log(0) = -inf for fully masked rows
