@@ -367,3 +367,26 @@ def test_lengths_as_tensors_and_noncontiguous_inputs():
         go, _ = attend(q[i], k[i], v[i], 1.0, prompt_allowed(sq, skv, ql, kl)[None])
         check(out[i], go)
     assert all(torch.equal(a, c) for a, c in zip(before, (q, k, v)))
+
+
+def test_paged_decode_with_mask_pse_and_int8_per_channel():
+    """Paged KV with a (B, 1, 1, >= max_blocks*block_size) mask, a pse_shift and int8 caches
+    dequantized per channel (the cache is gathered, then dequantized)."""
+    b, n, d, bs = 2, 2, 16, 16
+    lens = [25, 10]
+    q = rnd(b, n, 1, d, dtype=torch.float16)
+    k8 = torch.randint(-8, 8, (b, n, 32, d), generator=torch.Generator().manual_seed(1),
+                       dtype=torch.int8)
+    kc, table = paged(k8, lens, bs, "BSH")
+    sc = (rnd(2, n * d, seed=3).abs() * 0.1).half()
+    mask = torch.rand(b, 1, 1, 40, generator=torch.Generator().manual_seed(2)) < 0.3
+    mask[..., 0] = False
+    pse = rnd(b, n, 1, 32, seed=4, dtype=torch.float16)
+    out, _ = FIA(q, kc, kc, antiquant_scale=sc, atten_mask=mask, pse_shift=pse, num_heads=n,
+                 input_layout="BNSD", block_table=table, block_size=bs, actual_seq_lengths_kv=lens)
+    for i in range(b):
+        kf = k8[i].double() * sc[0].double().reshape(n, 1, d)
+        vf = k8[i].double() * sc[1].double().reshape(n, 1, d)
+        allowed = decode_allowed(32, lens[i], mask[i, 0, 0])[None]
+        go, _ = attend(q[i], kf, vf, 1.0, allowed, pse[i])
+        check(out[i], go, torch.float16)
