@@ -72,7 +72,7 @@ def _to(args: tuple, kwargs: dict) -> torch.Tensor:
         elif _is_cpu(value):
             target = "cpu"
         elif isinstance(value, torch.Tensor) and i == 0:  # x.to(other): other's device
-            target = _NPU if placement.on_npu_memory(value) else None
+            target = _NPU if placement.on_npu_memory(value) else "cpu"
     device = kwargs.get("device")
     if device is not None:
         if _is_npu(device):

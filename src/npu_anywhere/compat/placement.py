@@ -18,12 +18,25 @@ plain CPU memory for this bookkeeping (moving them to "npu" copies once).  None 
 when the stand-in is a CUDA device: there torch's own transfers already copy exactly when an
 NPU's would.  Inside a ``torch.compile`` region no copies are added (a transfer to the device a
 tensor is on is an alias there, and the bookkeeping cannot be traced).
+
+The copies cost what a copy of fresh memory costs: ~18 GiB/s into warm memory for small
+tensors, but large fresh allocations page-fault (well under 1 GiB/s on some VMs; transparent
+huge pages, ``THP_MEM_ALLOC_ENABLE=1``, help).  ``NPU_ANYWHERE_COPY_TRANSFERS=0`` turns the
+copies off for code that never mutates a tensor it also keeps on the host (inference scripts
+moving a large model).
 """
 
 from __future__ import annotations
 
+import os
+
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
+
+# NPU_ANYWHERE_COPY_TRANSFERS=0: transfers alias instead (saves the copies of a large model's
+# Module.npu(); only for code that never mutates a tensor it also keeps on the host).
+COPY = os.environ.get("NPU_ANYWHERE_COPY_TRANSFERS", "1").strip().lower() not in (
+    "0", "false", "no", "off")
 
 # Storage Python objects live exactly as long as their storage, so a weak key dies with it.
 _npu_storages: WeakIdKeyDictionary = WeakIdKeyDictionary()
@@ -60,14 +73,15 @@ def finish_to_npu(source: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
     ``Tensor.to(local_device)`` returned)."""
     if not isinstance(result, torch.Tensor) or torch.compiler.is_compiling():
         return result
-    if result is source and source.device.type == "cpu" and not on_npu_memory(source):
+    if (COPY and result is source and source.device.type == "cpu"
+            and not on_npu_memory(source)):
         result = source.clone()
     return mark_npu_memory(result)
 
 
 def finish_to_cpu(source: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
     """The result of a transfer of ``source`` to the host: NPU memory is copied out."""
-    if (isinstance(result, torch.Tensor) and result is source
+    if (COPY and isinstance(result, torch.Tensor) and result is source
             and not torch.compiler.is_compiling() and on_npu_memory(source)):
         return source.clone()
     return result

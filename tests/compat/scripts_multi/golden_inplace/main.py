@@ -37,6 +37,7 @@ assert a.to("npu") is not a and torch.zeros(2).to(device="npu:0").is_npu
 # Same device -> the tensor itself, as torch does.
 assert b.npu() is b and b.to("npu") is b and b.to(torch.device("npu", 0)) is b
 assert b.to("npu", non_blocking=True) is b and b.to(b) is b
+assert b.to(torch.zeros(1)) is not b  # to another tensor's device: the host
 assert b.to("npu", copy=True) is not b
 assert b.view(3).to("npu").data_ptr() == b.data_ptr()  # views share the device memory
 half = b.to("npu", torch.float16)
