@@ -49,6 +49,8 @@ def _kv_heads(num_heads: int, num_key_value_heads: int) -> int:
 
 
 def _dense_kv(op, name, x, q_layout, kv_heads, kv_cum, capacity):
+    """Check a dense KV-like tensor in the query's layout; return it as ``[B, N, S, D]`` (packed
+    layouts: zero-padded to ``capacity``; None when ``kv_cum`` is None, i.e. checking only)."""
     if q_layout in layouts.PACKED:
         dims = 3
         checks.expect(x.dim() == dims, op, name, f"a 3-D tensor for layout {q_layout}",
@@ -181,6 +183,9 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
         checks.expect(key_cache.shape[1] == block_size, op, "key",
                       lambda: f"blocks of block_size ({block_size}) rows",
                       lambda: tuple(key.shape), RuntimeError)
+        checks.expect(value_cache.shape[:3] == key_cache.shape[:3], op, "value",
+                      lambda: f"the blocks, block size and heads of key {tuple(key.shape)}",
+                      lambda: tuple(value.shape), RuntimeError)
         capacity = bt.shape[1] * block_size
         checks.expect(p["actual_seq_lengths_kv"] is not None, op, "actual_seq_lengths_kv",
                       "lengths (required with a block table)", None, ValueError)
@@ -202,8 +207,10 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
                           lambda: f"B ({batch}) cumulative lengths", len(kv_cum), ValueError)
             kv_lens = inputs.diffs(kv_cum)
             capacity = max(kv_lens) if kv_lens else 0
-        k_dense = _dense_kv(op, "key", key, q_layout, kv_heads, kv_cum, capacity if packed else 0)
-        v_dense = _dense_kv(op, "value", value, q_layout, kv_heads, kv_cum, capacity if packed else 0)
+        # Packed KV is unpacked only when building (the check needs only the shapes).
+        cum = kv_cum if build else None
+        k_dense = _dense_kv(op, "key", key, q_layout, kv_heads, cum, capacity if packed else 0)
+        v_dense = _dense_kv(op, "value", value, q_layout, kv_heads, cum, capacity if packed else 0)
         if not packed:
             checks.expect(k_dense.shape[0] == batch and v_dense.shape[0] == batch, op, "key",
                           lambda: f"batch B={batch}", lambda: tuple(key.shape), RuntimeError)
@@ -226,6 +233,12 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
                   "to be given together with query_rope", "only one of them", ValueError)
     if not rope:
         checks.expect(d_k == d_q, op, "key", lambda: f"the D of query ({d_q})", d_k, RuntimeError)
+    else:
+        qr = p["query_rope"]
+        checks.expect(qr.dim() == query.dim() and qr.shape[:-1] == query.shape[:-1]
+                      and qr.dtype == query.dtype, op, "query_rope",
+                      lambda: f"the shape of query but the last dim, and its dtype {query.dtype}",
+                      lambda: f"{tuple(qr.shape)} {qr.dtype}", RuntimeError)
 
     # -- output plan -----------------------------------------------------------------------
     quant_out = p["quant_scale2"] is not None
@@ -306,9 +319,8 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
             kr = inputs.paged_cache(op, "key_rope", p["key_rope"], kv_heads)
             key_cache = torch.cat([key_cache.to(torch.float32), kr.to(torch.float32)], dim=-1)
         else:
-            kr = _dense_kv(op, "key_rope", p["key_rope"], q_layout, kv_heads, kv_cum if packed
-                           else None, capacity) if packed else \
-                layouts.to_bnsd(p["key_rope"], q_layout, kv_heads)
+            kr = _dense_kv(op, "key_rope", p["key_rope"], q_layout, kv_heads,
+                           kv_cum if packed else None, capacity)
             k_dense = torch.cat([k_dense.to(torch.float32), kr.to(torch.float32)], dim=-1)
     if left_pad:
         q, k_dense, v_dense, plan.q_start, kv_start, kv_lens = _left_padding(
