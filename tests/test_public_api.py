@@ -132,3 +132,13 @@ def test_wrapped_function_compiles_fullgraph():
 
     a, b, g = torch.randn(3, 16), torch.randn(3, 16), torch.rand(16)
     torch.testing.assert_close(step(a, b, g), inspect.unwrap(fn)(a, b, g, 1e-6)[0] + 1)
+
+
+def test_package_exports():
+    for name in ("install", "uninstall", "strict", "use_providers", "ops", "REGISTRY",
+                 "TORCH_NPU_FUNCTIONS", "CANN_FUNCTIONS", "__version__"):
+        assert hasattr(npu_anywhere, name), name
+    assert set(FUNCTIONS) <= set(npu_anywhere.__all__)
+    assert all(getattr(npu_anywhere, n) is f for n, f in FUNCTIONS.items())
+    with pytest.raises(AttributeError):
+        npu_anywhere.no_such_function

@@ -41,7 +41,8 @@ def _load() -> None:
     namespace.update(TORCH_NPU_FUNCTIONS)
     namespace.update(CANN_FUNCTIONS)
     namespace.update(ops=ops, install=install, uninstall=uninstall, use_providers=use_providers,
-                     REGISTRY=REGISTRY, strict=strict)
+                     REGISTRY=REGISTRY, strict=strict, TORCH_NPU_FUNCTIONS=TORCH_NPU_FUNCTIONS,
+                     CANN_FUNCTIONS=CANN_FUNCTIONS)
     namespace["__all__"] = sorted({*TORCH_NPU_FUNCTIONS, *CANN_FUNCTIONS, *_PUBLIC_EXTRAS})
     namespace.pop("__getattr__", None)     # loaded: a missing name is a plain AttributeError
 
