@@ -34,21 +34,17 @@ DST_FORMATS = ("int8", "float8_e5m2", "float8_e4m3fn", "hifloat8")
 DST_SPELLED = ("torch.int8 (1)", "torch_npu.float8_e5m2 (291)", "torch_npu.float8_e4m3fn (292)",
                "torch_npu.hifloat8 (290)")
 _F16, _BF16, _F32, _I32 = torch.float16, torch.bfloat16, torch.float32, torch.int32
-# (x1, scales, zero_points) dtype rows of the per-product tables of hicann/ops-nn
-# norm/add_rms_norm_quant/docs/aclnnAddRmsNormQuant.md and norm/add_rms_norm_quant_v2/docs/
-# aclnnAddRmsNormQuantV2.md ("各产品型号支持数据类型说明"; op-plugin calls one or the other).
-_A2_ROWS = ((_F16, _F32, _I32), (_BF16, _BF16, _BF16))
-_ROWS = {
-    Product.ATLAS_INFERENCE: ((_F16, _F32, _I32),),
-    Product.A2: _A2_ROWS,
-    Product.A3: _A2_ROWS,
-    Product.ASCEND_950: ((_F16, _F32, _I32), (_BF16, _F32, _I32), (_F32, _F32, _F32),
-                         (_F16, _F16, _F16), (_BF16, _BF16, _BF16), (_F16, _F32, _F32),
-                         (_BF16, _F32, _F32)),
-}
-# Default mode: any scales / zero-point dtype some product lists (plus float64).
-SCALE_DTYPES = (_F32, _F16, _BF16)
-ZERO_POINT_DTYPES = (_I32, _F32, _F16, _BF16)
+# Strict mode: the dtype lists the aclnn layer checks, each tensor on its own (hicann/ops-nn
+# norm/add_rms_norm_quant_v2/op_host/op_api/aclnn_add_rms_norm_quant_v2.cpp CheckDtypeValidV2,
+# and aclnn_add_rms_norm_quant.cpp CheckDtypeValid, which the 950 runs without beta).  The
+# per-product tables of aclnnAddRmsNormQuant(V2).md (and the op definition
+# add_rms_norm_quant_def.cpp) list fewer (x1, scales, zero_points) rows, but op-plugin's 950
+# tests (test/test_custom_ops/test_npu_add_rms_norm_quant.py) run rows outside them, e.g.
+# float16 x and scales with int32 zero points, and float32 x with int32 zero points.
+SCALE_DTYPES_950 = (_F32, _F16, _BF16)
+ZERO_POINT_DTYPES_950 = (_I32, _F32, _F16, _BF16)
+SCALE_DTYPES_A2 = (_F32, _BF16)           # A2, A3 and 310P (ASCEND910BC_AND_310P lists)
+ZERO_POINT_DTYPES_A2 = (_I32, _BF16)
 
 
 def parse_format(dst_type) -> core.QuantFormat:
@@ -62,11 +58,13 @@ def check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=Non
     product = targets.expect_supported(OP, SUPPORTED)
     fmt = parse_format(dst_type)
     if product is None:
-        x_dtypes, s_dtypes = FLOATING_OR_DOUBLE, SCALE_DTYPES + (torch.float64,)
-        z_dtypes = ZERO_POINT_DTYPES + (torch.float64,)
+        x_dtypes, s_dtypes = FLOATING_OR_DOUBLE, SCALE_DTYPES_950 + (torch.float64,)
+        z_dtypes = ZERO_POINT_DTYPES_950 + (torch.float64,)
+    elif product is Product.ASCEND_950:
+        x_dtypes, s_dtypes, z_dtypes = FLOATING, SCALE_DTYPES_950, ZERO_POINT_DTYPES_950
     else:
-        x_dtypes = FLOATING if product is Product.ASCEND_950 else (torch.float16, torch.bfloat16)
-        s_dtypes, z_dtypes = SCALE_DTYPES, ZERO_POINT_DTYPES
+        x_dtypes = (torch.float16, torch.bfloat16)
+        s_dtypes, z_dtypes = SCALE_DTYPES_A2, ZERO_POINT_DTYPES_A2
     checks.expect(axis == -1, OP, "axis", "-1 (the only supported value)", axis, ValueError)
     checks.expect_dtype(x1, x_dtypes, OP, "x1")
     named = {"x1": x1, "x2": x2, "gamma": gamma}
@@ -106,24 +104,6 @@ def check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=Non
                           lambda: f"torch.int8 on {product.value} (float8 / hifloat8 outputs "
                           "are 950 only)",
                           fmt.name, ValueError)
-        _expect_listed_dtypes(product, x1, scales1, zero_points1)
-
-
-def _expect_listed_dtypes(product, x1, scales1, zero_points1):
-    """The (x1, scales, zero_points) dtypes form a row of the product's table."""
-    rows = [r for r in _ROWS.get(product, ()) if r[0] == x1.dtype]
-    scale_ok = {r[1] for r in rows}
-    checks.expect(scales1.dtype in scale_ok, OP, "scales1",
-                  lambda: f"dtype in {sorted(str(d).replace('torch.', '') for d in scale_ok)} "
-                  f"for {str(x1.dtype).replace('torch.', '')} x1 on {product.value}",
-                  lambda: str(scales1.dtype).replace("torch.", ""), TypeError)
-    if zero_points1 is not None:
-        zp_ok = {r[2] for r in rows if r[1] == scales1.dtype}
-        checks.expect(zero_points1.dtype in zp_ok, OP, "zero_points1",
-                      lambda: f"dtype in {sorted(str(d).replace('torch.', '') for d in zp_ok)} "
-                      f"for {str(x1.dtype).replace('torch.', '')} x1 and "
-                      f"{str(scales1.dtype).replace('torch.', '')} scales1 on {product.value}",
-                      lambda: str(zero_points1.dtype).replace("torch.", ""), TypeError)
 
 
 def _body(x1, x2, gamma, scales1, zero_points1, beta, scales2, zero_points2, epsilon, div_mode,
@@ -188,12 +168,11 @@ def npu_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=None,
         gamma's shape, float32, float16 or bfloat16.  Must not be 0 when ``div_mode`` (not
         checked: a 0 scale gives +-inf, which saturates).
     zero_points1 : Tensor, optional
-        gamma's shape, int32, float32, float16 or bfloat16.  Strict mode accepts the
-        (x1, scales1, zero_points1) dtype rows of the product's table in
-        aclnnAddRmsNormQuant(V2).md: A2/A3 (float16, float32, int32) and (bfloat16,
-        bfloat16, bfloat16); 310P the first; the 950 also (bfloat16, float32, int32),
-        (float16 or bfloat16, float32, float32), (float16, float16, float16) and
-        (float32, float32, float32).
+        gamma's shape, int32, float32, float16 or bfloat16.  Strict mode: the lists the aclnn
+        layer checks for the product, each tensor on its own -- A2/A3/310P scales float32 or
+        bfloat16 and zero points int32 or bfloat16; the 950 scales float32, float16 or
+        bfloat16 and zero points int32, float32, float16 or bfloat16.  (The aclnn pages'
+        per-product tables list fewer combinations; op-plugin's 950 tests run others.)
     beta : Tensor, optional
         gamma's shape and dtype; added after the gamma multiply.
     scales2, zero_points2 : Tensor, optional
