@@ -271,3 +271,17 @@ def test_paged_groups_batches(monkeypatch):
     group, per_chunk = paged._plan(p)
     assert group > 1 and per_chunk == 2
     check(p, paged_attention)
+
+
+@pytest.mark.slow
+def test_paged_decode_compiled_path():
+    """The fused decode (compiled once hot) against the golden, with ragged lengths."""
+    from npu_anywhere.kernels.compiled import compiling_after
+    p = paged_problem([9, 1, 0, 16, 5], n_kv=2, dtype=torch.bfloat16, seed=11)
+    assert isinstance(paged._decode_args(p), tuple)
+    with compiling_after(0):
+        check(p, paged_attention)
+        assert paged._compiled_decode._compiled, "the compiled decode did not run"
+    masked = paged_problem([9, 4], seed=12)
+    masked.mask = torch.zeros(2, 1, 1, masked.kv_capacity, dtype=torch.bool)
+    assert paged._decode_args(masked) == "a mask or pse"
