@@ -152,3 +152,11 @@ def test_transfer_to_npu_needs_the_device_strings(npu):
     import torch_npu.contrib
     with pytest.raises(AttributeError, match="no attribute 'not_a_module'"):
         torch_npu.contrib.not_a_module
+
+
+def test_switches_scripts_set_are_accepted(npu):
+    npu.matmul.allow_hf32 = False
+    npu.conv.allow_hf32 = False
+    npu.config.allow_internal_format = False
+    npu.set_compile_mode(jit_compile=False)
+    assert npu.is_initialized() and npu.init() is None

@@ -289,6 +289,10 @@ class _Config:
 
 
 config = _Config()
+# torch.npu.matmul.allow_hf32 / torch.npu.conv.allow_hf32: HF32 switches that training scripts
+# set; recorded only (the CPU has no HF32).
+matmul = types.SimpleNamespace(allow_hf32=False)
+conv = types.SimpleNamespace(allow_hf32=True)
 
 API = ("is_available", "device_count", "current_device", "set_device", "device", "device_of",
        "is_initialized", "init", "_lazy_init", "synchronize", "set_compile_mode",
@@ -299,4 +303,4 @@ API = ("is_available", "device_count", "current_device", "set_device", "device",
        "empty_cache", "memory_allocated", "max_memory_allocated", "memory_reserved",
        "max_memory_reserved", "memory_cached", "max_memory_cached", "reset_peak_memory_stats",
        "reset_max_memory_allocated", "reset_max_memory_cached", "mem_get_info",
-       "memory_stats", "memory_summary", "config", "local_device")
+       "memory_stats", "memory_summary", "config", "matmul", "conv", "local_device")

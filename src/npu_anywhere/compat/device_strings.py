@@ -73,6 +73,9 @@ def _to(args: tuple, kwargs: dict) -> torch.Tensor:
             target = "cpu"
         elif isinstance(value, torch.Tensor) and i == 0:  # x.to(other): other's device
             target = _NPU if placement.on_npu_memory(value) else "cpu"
+        elif (i == 0 and isinstance(value, int) and not isinstance(value, bool)
+              and "cuda" in _mapped_types):  # transfer_to_npu: x.to(1) is npu:1, as there
+            rest[i], target = local_device(value), _NPU
     device = kwargs.get("device")
     if device is not None:
         if _is_npu(device):
@@ -116,6 +119,9 @@ class NpuDeviceMode(TorchFunctionMode):
                 kwargs["pin_memory"] = False
             result = func(*args, **kwargs)
             if isinstance(result, torch.Tensor) and not torch.compiler.is_compiling():
+                if args and isinstance(args[0], torch.Tensor):
+                    # torch.as_tensor(host_tensor, device="npu") returns the tensor itself.
+                    return placement.finish_to_npu(args[0], result)
                 placement.mark_npu_memory(result)
             return result
         if kwargs.get("pin_memory") and not torch.accelerator.is_available():

@@ -26,6 +26,7 @@ dev.add_(1)
 assert host.sum() == 0 and dev.sum() == 3 and dev.is_npu
 assert torch.ones(2, device="cuda").is_npu and torch.ones(2).to(device).is_npu
 assert torch.empty(2, device=device).device == dev.device
+assert torch.zeros(2).to(0).is_npu and dev.to(0) is dev  # an int is a device index
 assert isinstance(torch.cuda.FloatTensor(2), torch.cuda.FloatTensor)
 assert torch.cuda.LongTensor([1, 2]).dtype == torch.int64
 

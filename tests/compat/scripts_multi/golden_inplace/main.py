@@ -44,6 +44,9 @@ half = b.to("npu", torch.float16)
 assert half.dtype == torch.float16 and torch.equal(half.float(), b)
 assert b.to(torch.float16).dtype == torch.float16
 c = torch.ones(2, device="npu")
+host = torch.ones(2)
+as_npu = torch.as_tensor(host, device="npu")
+assert as_npu is not host and as_npu.is_npu and torch.as_tensor(as_npu, device="npu") is as_npu
 assert c.to("npu") is c and c.cpu() is not c
 plain = torch.ones(2)
 assert plain.cpu() is plain and plain.to("cpu") is plain  # host memory stays as torch has it
