@@ -381,6 +381,19 @@ def test_calls_every_product_rejects(product):
                 group_index=torch.tensor([2]))
 
 
+def test_strict_950_rejects_weight_scale_with_float_x():
+    x = make((2, 8), F16)
+    want = OPF(x, weight_scale=torch.ones(8), quant_mode=1)      # default mode: ignored
+    assert torch.equal(want[0], OPF(x, quant_mode=1)[0])
+    with na.strict("A2"):
+        OPF(x, weight_scale=torch.ones(8), quant_mode=1)
+    with na.strict("950"):
+        OPF(x, quant_mode=1)
+        with pytest.raises(ValueError, match="npu_dequant_swiglu_quant: expected weight_scale "
+                           "None when x is float16 or bfloat16 on 950, but got a tensor"):
+            OPF(x, weight_scale=torch.ones(8), quant_mode=1)
+
+
 @pytest.mark.parametrize("x", [torch.zeros(4, 0, dtype=I32), torch.zeros(3, 0, dtype=F16),
                                torch.zeros(0, 0, dtype=BF16)], ids=["int32", "f16", "empty"])
 @pytest.mark.parametrize("quant_mode", [0, 1])

@@ -239,6 +239,11 @@ def check_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, b
                       "a tensor in static quantization (quant_mode 0) with group_index", "None",
                       ValueError)
     if strict:
+        if product is Product.ASCEND_950 and not is_int:
+            # dequant_swiglu_quant_tiling_arch35.cpp CheckInputWeightScale: "weight_scale must
+            # be None when x's datatype is in [bfloat16, float16]" (A2/A3 ignore it).
+            checks.expect(weight_scale is None, OP, "weight_scale",
+                          "None when x is float16 or bfloat16 on 950", "a tensor", ValueError)
         if product is not Product.ASCEND_950:
             checks.expect(fmt.name == "int8", OP, "dst_type",
                           lambda: f"torch.int8 on {product.value} (other outputs are 950 only)",
@@ -434,7 +439,8 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
     Constraints
     -----------
     Products: A2, A3 (seed) and the 950 (aclnnDequantSwigluQuantV2).  Strict mode: float64 and
-    float32 x rejected, int32 x needs weight_scale, group_index needs quant_mode 1, no bias /
+    float32 x rejected, weight_scale None for float x on the 950 (its tiling rejects one),
+    group_index needs quant_mode 1, no bias /
     quant_offset, and H <= 10496 with H % 64 == 0; dst_type / round_mode other than the default,
     float bias and an ``activate_dim`` other than the last dim only on the 950 (A2/A3: int8,
     rint and ``activateDim`` -1 only, aclnnDequantSwigluQuantV2.md), and on the 950 with
