@@ -142,3 +142,11 @@ def test_package_exports():
     assert all(getattr(npu_anywhere, n) is f for n, f in FUNCTIONS.items())
     with pytest.raises(AttributeError):
         npu_anywhere.no_such_function
+
+
+def test_describing_twice_changes_nothing():
+    fn = npu_anywhere.npu_rotary_mul
+    assert params.describe("npu_rotary_mul", fn, REGISTRY["npu_rotary_mul"].overload._schema) is fn
+    wrapped = npu_anywhere.npu_add_rms_norm
+    assert params.describe("npu_add_rms_norm", wrapped,
+                           REGISTRY["npu_add_rms_norm"].overload._schema) is wrapped

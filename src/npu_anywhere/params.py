@@ -56,6 +56,7 @@ def accept_alias(op: str, name: str, value: Any, alias: str, kwargs: dict) -> An
 
 # -- signatures from schemas ----------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)
 def _scalar_types() -> dict[str, Any]:
     import torch
     return {
@@ -168,6 +169,8 @@ def describe(name: str, fn: Callable[..., Any], schema: Any = None) -> Callable[
     as they are, with ``__signature__`` and ``__annotations__`` set; their unknown keywords go
     through :func:`accept_alias`.  Others are wrapped by a hinting shim.
     """
+    if getattr(fn, "_npu_anywhere_public", False):      # described already (idempotent)
+        return fn
     try:
         own = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -187,4 +190,5 @@ def describe(name: str, fn: Callable[..., Any], schema: Any = None) -> Callable[
     if signature.return_annotation is not signature.empty:
         hints["return"] = signature.return_annotation
     public.__annotations__ = hints
+    public._npu_anywhere_public = True
     return public
