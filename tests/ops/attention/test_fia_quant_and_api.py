@@ -310,3 +310,19 @@ def test_strict_block_size_and_inner_precise():
             FIA(q2, cache, cache, **kw)
     with pytest.raises(ValueError, match="inner_precise"):
         FIA(q, cache, cache, inner_precise=4, **kw)
+
+
+def test_out_overload_compiles_fullgraph():
+    q, k = rnd(1, 2, 3, 8), rnd(1, 2, 4, 8, seed=1)
+
+    def fn(q, k, o, lse):
+        NPU.npu_fused_infer_attention_score.out(q, k, k, num_heads=2, input_layout="BNSD",
+                                                softmax_lse_flag=True, attention_out=o,
+                                                softmax_lse=lse)
+        return o, lse
+
+    o, lse = torch.empty(1, 2, 3, 8), torch.empty(1, 2, 3, 1)
+    torch._dynamo.reset()
+    torch.compile(fn, fullgraph=True, backend="aot_eager")(q, k, o, lse)
+    want, want_lse = FIA(q, k, k, num_heads=2, input_layout="BNSD", softmax_lse_flag=True)
+    assert torch.equal(o, want) and torch.equal(lse, want_lse)

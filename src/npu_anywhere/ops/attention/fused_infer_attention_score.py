@@ -23,10 +23,11 @@ from typing import Optional
 import torch
 
 from ... import checks
-from ...library import TORCH_NPU_NS, NpuOp, OpInfo, _library
+from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from . import core, layouts
 from .fia_normalize import FIA_LAYOUTS, OutputPlan, _kv_heads, parse
 from .formatting import empty_outputs, format_outputs
+from .out_overload import define_out
 
 OP = "npu_fused_infer_attention_score"
 
@@ -47,8 +48,6 @@ _ARGS = (
     "int antiquant_mode=0, int key_antiquant_mode=0, int value_antiquant_mode=0, "
     "bool softmax_lse_flag=False")
 SCHEMA = f"{OP}({_ARGS}) -> (Tensor, Tensor)"
-OUT_SCHEMA = (f"{OP}.out({_ARGS}, Tensor? workspace=None, Tensor(a!) attention_out, "
-              "Tensor(b!) softmax_lse) -> (Tensor(a!), Tensor(b!))")
 WORKSPACE_OP = "_npu_fused_infer_attention_score_get_max_workspace"
 WORKSPACE_SCHEMA = f"{WORKSPACE_OP}({_ARGS}) -> Tensor"
 INFER_OUTPUT_OP = "_npu_fused_infer_attention_score_infer_output"
@@ -111,45 +110,12 @@ fused_infer_attention_score_op.add_provider(
 
 # -- .out ----------------------------------------------------------------------------------
 
-_lib = _library(TORCH_NPU_NS)
-_lib.define(OUT_SCHEMA)
+def _plan(query, key, value, **kwargs):
+    return parse(OP, query, key, value, _params(kwargs), build=False)[1]
 
 
-def _split_out(kwargs: dict) -> tuple:
-    kwargs = dict(kwargs)
-    workspace = kwargs.pop("workspace", None)
-    attention_out = kwargs.pop("attention_out")
-    softmax_lse = kwargs.pop("softmax_lse")
-    return workspace, attention_out, softmax_lse, kwargs
-
-
-def _out_kernel(query, key, value, **kwargs):
-    _workspace, attention_out, softmax_lse, rest = _split_out(kwargs)
-    p = _params(rest)
-    _, plan = parse(OP, query, key, value, p, build=False)
-    expected, expected_lse = empty_outputs(query, plan)
-    checks.expect(tuple(attention_out.shape) == tuple(expected.shape)
-                  and attention_out.dtype == expected.dtype, OP, "attention_out",
-                  lambda: f"shape {tuple(expected.shape)} and dtype {expected.dtype}",
-                  lambda: f"{tuple(attention_out.shape)} {attention_out.dtype}", RuntimeError)
-    out, lse = fused_infer_attention_score_op(query, key, value, **rest)
-    attention_out.copy_(out)
-    # softmax_lse is "reserved" on the page: written when the caller asked for it and the
-    # tensor has the lse's shape, left alone otherwise (the doc example passes a [1] tensor).
-    if plan.lse_flag and tuple(softmax_lse.shape) == tuple(lse.shape):
-        softmax_lse.copy_(lse)
-    return attention_out, softmax_lse
-
-
-def _out_fake(query, key, value, **kwargs):
-    _workspace, attention_out, softmax_lse, rest = _split_out(kwargs)
-    parse(OP, query, key, value, _params(rest), build=False)
-    return attention_out, softmax_lse
-
-
-_lib.impl(f"{OP}.out", _out_kernel, "CompositeExplicitAutograd")
-torch.library.register_fake(f"{TORCH_NPU_NS}::{OP}.out", _out_fake, lib=_lib)
-out_overload = getattr(getattr(torch.ops, TORCH_NPU_NS), OP).out
+out_overload = define_out(OP, _ARGS, TORCH_NPU_NS, plan=_plan,
+                          compute=lambda q, k, v, **kw: fused_infer_attention_score_op(q, k, v, **kw))
 
 
 # -- graph helpers ---------------------------------------------------------------------------

@@ -22,9 +22,10 @@ from __future__ import annotations
 import torch
 
 from ... import checks
-from ...library import TORCH_NPU_NS, NpuOp, OpInfo, _library
+from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from . import fused_infer_attention_score as v1
 from .formatting import empty_outputs
+from .out_overload import define_out
 
 OP = "npu_fused_infer_attention_score_v2"
 _ARGS = (
@@ -46,8 +47,6 @@ _ARGS = (
     "int? dequant_scale_value_dtype=None, int? dequant_scale_key_rope_dtype=None, "
     "int? out_dtype=None")
 SCHEMA = f"{OP}({_ARGS}) -> (Tensor, Tensor)"
-OUT_SCHEMA = (f"{OP}.out({_ARGS}, Tensor? workspace=None, Tensor(a!) attention_out, "
-              "Tensor(b!) softmax_lse) -> (Tensor(a!), Tensor(b!))")
 WORKSPACE_OP = "_npu_fused_infer_attention_score_v2_get_max_workspace"
 WORKSPACE_SCHEMA = f"{WORKSPACE_OP}({_ARGS}) -> Tensor"
 INFER_OUTPUT_OP = "_npu_fused_infer_attention_score_v2_infer_output"
@@ -127,34 +126,12 @@ fia_v2_op.add_provider(
 
 # -- .out ----------------------------------------------------------------------------------
 
-_lib = _library(TORCH_NPU_NS)
-_lib.define(OUT_SCHEMA)
+def _plan(query, key, value, **kwargs):
+    return v1.parse(OP, query, key, value, _v1_params(kwargs), build=False)[1]
 
 
-def _out_kernel(query, key, value, **kwargs):
-    _ws, attention_out, softmax_lse, rest = v1._split_out(kwargs)
-    _, plan = v1.parse(OP, query, key, value, _v1_params(rest), build=False)
-    expected, _ = empty_outputs(query, plan)
-    checks.expect(tuple(attention_out.shape) == tuple(expected.shape)
-                  and attention_out.dtype == expected.dtype, OP, "attention_out",
-                  lambda: f"shape {tuple(expected.shape)} and dtype {expected.dtype}",
-                  lambda: f"{tuple(attention_out.shape)} {attention_out.dtype}", RuntimeError)
-    out, lse = fia_v2_op(query, key, value, **rest)
-    attention_out.copy_(out)
-    if plan.lse_flag and tuple(softmax_lse.shape) == tuple(lse.shape):
-        softmax_lse.copy_(lse)
-    return attention_out, softmax_lse
-
-
-def _out_fake(query, key, value, **kwargs):
-    _ws, attention_out, softmax_lse, rest = v1._split_out(kwargs)
-    v1.parse(OP, query, key, value, _v1_params(rest), build=False)
-    return attention_out, softmax_lse
-
-
-_lib.impl(f"{OP}.out", _out_kernel, "CompositeExplicitAutograd")
-torch.library.register_fake(f"{TORCH_NPU_NS}::{OP}.out", _out_fake, lib=_lib)
-out_overload = getattr(getattr(torch.ops, TORCH_NPU_NS), OP).out
+out_overload = define_out(OP, _ARGS, TORCH_NPU_NS, plan=_plan,
+                          compute=lambda q, k, v, **kw: fia_v2_op(q, k, v, **kw))
 
 # -- graph helpers ---------------------------------------------------------------------------
 
