@@ -1,6 +1,7 @@
 """Multi-file Ascend-style scripts (tests/compat/scripts_multi/) run through the shim, each in
 a fresh interpreter: ``npu_anywhere.install()``, the script's directory on ``sys.path`` (so its
-sibling imports work), then the script as ``__main__``.  The three start together when the
+sibling imports work), then the script as ``__main__`` -- one of them through ``npu-anywhere
+run``, which does the same.  The three start together when the
 first test needs them, so their torch imports and compilations overlap.
 
 - compile_block: torch.compile(fullgraph) of a block of npu ops, autograd through it, the
@@ -22,6 +23,9 @@ import pytest
 
 SCRIPTS = {"compile_block": "COMPILE BLOCK OK", "golden_inplace": "GOLDEN INPLACE OK",
            "cuda_training": "CUDA TRAINING OK"}
+# Run as users do, `npu-anywhere run main.py` (which puts the script's directory first on
+# sys.path, as python does); the others through RUNNER.
+THROUGH_CLI = {"cuda_training"}
 
 RUNNER = r"""
 import os, runpy, sys
@@ -40,7 +44,10 @@ def runs(cli):
     procs = {}
     for name in SCRIPTS:
         script = cli.here / "scripts_multi" / name / "main.py"
-        cmd = [sys.executable, "-c", RUNNER, str(script)]
+        if name in THROUGH_CLI:
+            cmd = [sys.executable, "-m", "npu_anywhere.cli", "run", str(script)]
+        else:
+            cmd = [sys.executable, "-c", RUNNER, str(script)]
         procs[name] = (cmd, subprocess.Popen(cmd, cwd=str(cli.repo), env=cli.env(),
                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                              text=True))
