@@ -153,7 +153,9 @@ def _run_script(script: str, args: list[str]) -> int:
     from importlib.machinery import SourceFileLoader
     if script != "-" and (os.path.isdir(script) or _is_zip(script)):
         # A folder or zip archive with a __main__.py: runpy implements the interpreter's rules.
-        _set_path0(script)
+        # (runpy also puts `script` itself first on sys.path while it runs; sys.argv[0] stays
+        # as typed, as the interpreter leaves it.)
+        _set_path0(os.path.abspath(script))
         sys.argv = [script, *args]
         return _guarded(lambda: runpy.run_path(script, run_name="__main__"))
     if script == "-":
@@ -166,9 +168,9 @@ def _run_script(script: str, args: list[str]) -> int:
         _set_path0(os.path.dirname(os.path.realpath(script)))
     sys.argv = [script, *args]
     main_module = types.ModuleType("__main__")
-    main_module.__dict__.update(__builtins__=builtins, __annotations__={})
+    main_module.__dict__.update(__builtins__=builtins, __annotations__={}, __file__=filename)
     if script != "-":
-        main_module.__dict__.update(__file__=filename, __cached__=None,
+        main_module.__dict__.update(__cached__=None,
                                     __loader__=SourceFileLoader("__main__", filename))
 
     def execute() -> None:
