@@ -198,22 +198,46 @@ for _dtype in DTYPES:
 
 # -- a lighter measurement with peak memory ----------------------------------------------------
 
-def _peak_rss_child(case_name: str, contender: str, repeats: int, conn) -> None:
-    import resource
+def _rss_status(field: str) -> int:
+    """A ``VmRSS`` / ``VmHWM`` line of /proc/self/status, in bytes (0 where unavailable)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _reset_peak_rss() -> None:
+    """Start a new high-water mark at the current RSS (Linux: ``clear_refs`` value 5)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+
+
+def _peak_rss_child(case_name: str, contender: str, repeats: int, threads: int, conn) -> None:
+    import gc
     import statistics
     import time
+    if threads:
+        torch.set_num_threads(threads)
     case = next(c for c in _cases() if c.name == case_name)
     inputs = case.make_inputs(torch.device("cpu"))
     fn = case.contenders[contender]
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    fn(*inputs)                                   # warm (allocator, lazy imports)
+    gc.collect()
+    _reset_peak_rss()
+    base = _rss_status("VmRSS")
+    fn(*inputs)                                   # warm (allocator, lazy imports, compile)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn(*inputs)
         times.append(time.perf_counter() - start)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    conn.send((statistics.median(times), (peak - base) * 1024))
+    conn.send((statistics.median(times), _rss_status("VmHWM") - base))
     conn.close()
 
 
@@ -222,12 +246,13 @@ def _cases() -> list:
     return [c for c in CASES if c.name.startswith("attention ")]
 
 
-def measure(filter_text: str = "", repeats: int = 3) -> list[dict]:
+def measure(filter_text: str = "", repeats: int = 3, threads: int = 0) -> list[dict]:
     """Median time and peak extra RSS of each contender, each in a fresh process.
 
-    The peak is ``ru_maxrss`` after the calls minus its value once the inputs exist: the most
-    memory one call needs beyond its inputs (process-wide, so it includes allocator caching); the
-    copy floor is one read + write of ``bytes_moved`` in this process.
+    The peak is the process's resident high-water mark during the calls (reset once the inputs
+    exist) minus its resident size then: what one call needs beyond its inputs, including what
+    the first call's compilation and the allocator keep.  The copy floor is one read + write of
+    ``bytes_moved`` in this process.
     """
     import multiprocessing as mp
     from .runner import copy_bandwidth
@@ -239,7 +264,8 @@ def measure(filter_text: str = "", repeats: int = 3) -> list[dict]:
         floor = case.bytes_moved / copy_bandwidth(case.bytes_moved, torch.device("cpu"))
         for name in case.contenders:
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_peak_rss_child, args=(case.name, name, repeats, child))
+            proc = ctx.Process(target=_peak_rss_child, args=(case.name, name, repeats, threads,
+                                                               child))
             proc.start()
             seconds, peak = parent.recv()
             proc.join()
@@ -252,4 +278,5 @@ def measure(filter_text: str = "", repeats: int = 3) -> list[dict]:
 
 if __name__ == "__main__":
     import sys
-    measure(sys.argv[1] if len(sys.argv) > 1 else "")
+    measure(sys.argv[1] if len(sys.argv) > 1 else "",
+            threads=int(sys.argv[2]) if len(sys.argv) > 2 else 0)

@@ -278,7 +278,10 @@ def test_paged_decode_compiled_path():
     """The fused decode (compiled once hot) against the golden, with ragged lengths."""
     from npu_anywhere.kernels.compiled import compiling_after
     p = paged_problem([9, 1, 0, 16, 5], n_kv=2, dtype=torch.bfloat16, seed=11)
-    assert isinstance(paged._decode_args(p), tuple)
+    args = paged._decode_args(p)
+    assert isinstance(args, tuple)
+    # run eagerly (a failed compilation) it declines instead of materializing the gather
+    assert paged._decode_compiled_only(*args) is None
     with compiling_after(0):
         check(p, paged_attention)
         assert paged._compiled_decode._compiled, "the compiled decode did not run"

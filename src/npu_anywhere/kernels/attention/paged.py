@@ -13,6 +13,10 @@ length; block ids past a sequence's length are never read except to fill a partl
 
 The same path serves decode (``Sq = 1``) and chunked prefill (TND queries over a paged cache with
 the bottom-right causal band), and every mask / pse / band the problem can carry.
+
+One-token decode without mask or pse has a second, fused path once it is hot
+(:func:`decode_core` through ``kernels/compiled.py``'s tiering): Inductor indexes the block table
+inside its loops, so the cache is read once in place with no gather buffer at all.
 """
 
 from __future__ import annotations
@@ -136,7 +140,20 @@ def _decode_key(q, key_cache, value_cache, table, kv_lens, scale):
             key_cache.dtype, q.dtype, q.device.type)
 
 
-_compiled_decode = CompiledProvider(decode_core, _decode_key, op_name="paged decode attention")
+def _decode_compiled_only(q, key_cache, value_cache, table, kv_lens, scale: float):
+    """:func:`decode_core` when traced by torch.compile; None when run eagerly.
+
+    Run eagerly, ``decode_core`` would materialize the gathered cache and a product four times
+    its size; the compiled provider runs its function eagerly when compilation fails, so the
+    eager answer here is "not available" and the caller uses the chunked engine instead.
+    """
+    if not torch.compiler.is_compiling():
+        return None
+    return decode_core(q, key_cache, value_cache, table, kv_lens, scale)
+
+
+_compiled_decode = CompiledProvider(_decode_compiled_only, _decode_key,
+                                    op_name="paged decode attention")
 
 
 def _decode_args(problem: AttentionProblem):
@@ -162,7 +179,10 @@ def _try_compiled_decode(problem: AttentionProblem):
     args = _decode_args(problem)
     if isinstance(args, str) or _compiled_decode.supports(*args) is not None:
         return None
-    out, lse = _compiled_decode.run(*args)
+    result = _compiled_decode.run(*args)
+    if result is None:                            # compilation failed: the provider is off now
+        return None
+    out, lse = result
     b, n_q = problem.query.shape[:2]
     out = out.reshape(b, n_q, 1, -1)
     for bi, q_len in enumerate(problem.q_lens):
