@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.utils._device
 from torch.overrides import TorchFunctionMode, handle_torch_function, has_torch_function_unary
 
 from .. import library
@@ -164,6 +165,30 @@ def _is_npu_property(self: torch.Tensor) -> bool:
 _is_npu_property.__name__ = "is_npu"
 is_npu = property(_is_npu_property, doc="True for tensors on the npu stand-in device.")
 
+def _device_context_init(original):
+    # torch.set_default_device("npu") puts its DeviceContext *below* our mode on the stack, so
+    # the device it injects would never be mapped: map it when the context is made instead,
+    # and remember that what its factories make is npu memory.
+    def __init__(self, device):
+        npu = _is_npu(device)
+        original(self, _map(device) if npu else device)
+        self._npu_anywhere_npu = npu
+    __init__.__wrapped__ = original
+    return __init__
+
+
+def _device_context_torch_function(original):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = original(self, func, types, args, kwargs)
+        if (getattr(self, "_npu_anywhere_npu", False) and isinstance(result, torch.Tensor)
+                and not torch.compiler.is_compiling()
+                and func in torch.utils._device._device_constructors()):
+            placement.mark_npu_memory(result)
+        return result
+    __torch_function__.__wrapped__ = original
+    return __torch_function__
+
+
 # The mode only rewrites device arguments, which our ops' eager fast path never takes.
 library.TRANSPARENT_FUNCTION_MODES.add(NpuDeviceMode)
 
@@ -181,6 +206,11 @@ def enable() -> None:
     torch.Tensor.npu = tensor_npu
     torch.Tensor.is_npu = is_npu
     torch.nn.Module.npu = module_npu
+    context = torch.utils._device.DeviceContext
+    if not hasattr(context.__init__, "__wrapped__"):
+        context.__init__ = _device_context_init(context.__init__)
+        context.__torch_function__ = _device_context_torch_function(
+            context.__torch_function__)
     if _mode is None:
         _mode = NpuDeviceMode()
         _mode.__enter__()
@@ -195,4 +225,8 @@ def disable() -> None:
                                (torch.nn.Module, "npu", module_npu)):
         if owner.__dict__.get(name) is value:
             delattr(owner, name)
+    context = torch.utils._device.DeviceContext
+    if hasattr(context.__init__, "__wrapped__"):
+        context.__init__ = context.__init__.__wrapped__
+        context.__torch_function__ = context.__torch_function__.__wrapped__
     map_cuda(False)

@@ -64,6 +64,15 @@ assert lin.weight is weight and torch.equal(lin.weight, weight_before)
 assert lin.weight.npu() is lin.weight  # its storage is npu memory now
 assert torch.ones(2).is_npu and b.is_npu
 
+# Default-device contexts make npu memory too.
+with torch.device("npu"):
+    made = torch.zeros(2)
+assert made.to("npu") is made and made.cpu() is not made
+torch.set_default_device("npu")
+made = torch.ones(2)
+torch.set_default_device(None)
+assert made.device == torch.ones(1).device and made.to("npu") is made
+
 # -- checkpoints ------------------------------------------------------------------------------
 state = {"w": torch.arange(4.0), "step": 7}
 buf = io.BytesIO()
