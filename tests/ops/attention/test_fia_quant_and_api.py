@@ -90,7 +90,8 @@ def test_paged_managed_antiquant_scales(mode):
     table = torch.tensor([[2, 0]], dtype=torch.int32)
     shape = (nb, bs) if mode == 4 else (nb, NKV, bs)
     ks, vs = rnd(*shape, seed=3).abs() * 0.1, rnd(*shape, seed=4).abs() * 0.1
-    expand = (lambda t: t[:, :, None, None]) if mode == 4 else (lambda t: t.transpose(1, 2)[..., None])
+    expand = (lambda t: t[:, :, None, None]) if mode == 4 else \
+        (lambda t: t.transpose(1, 2)[..., None])
     kfp = pool_k.double() * expand(ks.double())
     vfp = pool_v.double() * expand(vs.double())
     length = 20
@@ -273,7 +274,8 @@ def _tnd_paged_call():
     return (q, cache, cache), dict(num_heads=2, input_layout="TND", block_table=table,
                                    block_size=16, actual_seq_lengths=[2, 5],
                                    actual_seq_lengths_kv=[20, 7], sparse_mode=3,
-                                   atten_mask=torch.triu(torch.ones(2048, 2048, dtype=torch.bool), 1),
+                                   atten_mask=torch.triu(torch.ones(2048, 2048,
+                                                                    dtype=torch.bool), 1),
                                    softmax_lse_flag=True)
 
 

@@ -362,7 +362,8 @@ def test_lengths_as_tensors_and_noncontiguous_inputs():
     k, v = rnd(b, n, skv, d, seed=1), rnd(b, n, skv, d, seed=2)
     before = (q.clone(), k.clone(), v.clone())
     out, _ = FIA(q, k, v, num_heads=n, input_layout="BNSD",
-                 actual_seq_lengths=torch.tensor([3, 2]), actual_seq_lengths_kv=torch.tensor([5, 1]))
+                 actual_seq_lengths=torch.tensor([3, 2]),
+                 actual_seq_lengths_kv=torch.tensor([5, 1]))
     for i, (ql, kl) in enumerate(((3, 5), (2, 1))):
         go, _ = attend(q[i], k[i], v[i], 1.0, prompt_allowed(sq, skv, ql, kl)[None])
         check(out[i], go)

@@ -162,9 +162,11 @@ def test_fake_and_compile(which):
         op, kwargs = NPU.npu_incre_flash_attention, dict(num_heads=4, actual_seq_lengths=[5, 2])
     want = op(q, k, k, **kwargs)
     torch._dynamo.reset()
-    got = torch.compile(lambda a, b_: op(a, b_, b_, **kwargs), fullgraph=True, backend="eager")(q, k)
+    fn = torch.compile(lambda a, b_: op(a, b_, b_, **kwargs), fullgraph=True, backend="eager")
+    got = fn(q, k)
     torch.testing.assert_close(got, want)
-    torch.library.opcheck(op.default, (q, k, k), kwargs, test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(op.default, (q, k, k), kwargs,
+                          test_utils=("test_schema", "test_faketensor"))
 
 
 def test_strict_products_of_the_pages():

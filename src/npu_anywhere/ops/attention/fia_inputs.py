@@ -73,7 +73,8 @@ def paged_cache(op: str, name: str, cache: torch.Tensor, kv_heads: int) -> torch
                   lambda: f"shape {tuple(cache.shape)}", RuntimeError)
     if cache.dim() == 4:
         return cache.transpose(1, 2)
-    nb, n, d16, bs, c0 = cache.shape             # NZ: element (blk, n, row, d) at [blk, n, d//16, row, d%16]
+    # NZ: element (blk, n, row, d) lives at [blk, n, d // c0, row, d % c0] (c0 = 16, or 32 for int8)
+    nb, n, d16, bs, c0 = cache.shape
     return cache.permute(0, 3, 1, 2, 4).reshape(nb, bs, n, d16 * c0)
 
 
@@ -92,7 +93,8 @@ def _mask_4d(op: str, mask: torch.Tensor, batch: int, sq: int, skv: int, decode:
     shape = tuple(mask.shape)
     if mask.dim() == 2:
         checks.expect(allow_2d, op, "atten_mask",
-                      "a 3-D or 4-D shape when rope inputs or unequal D are used", shape, ValueError)
+                      "a 3-D or 4-D shape when rope inputs or unequal D are used", shape,
+                      ValueError)
         m = mask.reshape(shape[0], 1, 1, shape[1]) if decode else mask.reshape(1, 1, *shape)
     elif mask.dim() == 3:
         m = mask.unsqueeze(1)
@@ -200,7 +202,8 @@ def _scale_bnsd(op: str, name: str, t: torch.Tensor, mode: int, *, batch: int, h
     raise AssertionError(mode)
 
 
-def _scale_cache(op: str, name: str, t: torch.Tensor, mode: int, cache: torch.Tensor) -> torch.Tensor:
+def _scale_cache(op: str, name: str, t: torch.Tensor, mode: int,
+                 cache: torch.Tensor) -> torch.Tensor:
     """Modes 4 / 5 (scales managed like the paged cache): broadcastable to ``[nb, bs, N, D]``."""
     nb, bs, n, _ = cache.shape
     t = t.to(torch.float32)
@@ -229,7 +232,8 @@ def dequantize(op: str, which: str, x: torch.Tensor, scale: Optional[torch.Tenso
         checks.expect(paged, op, f"{which}_antiquant_mode",
                       "modes 4/5 only with a block table", mode, ValueError)
         s = _scale_cache(op, name, scale, mode, xf)
-        o = None if offset is None else _scale_cache(op, f"{which}_antiquant_offset", offset, mode, xf)
+        o = None if offset is None else \
+            _scale_cache(op, f"{which}_antiquant_offset", offset, mode, xf)
     else:
         b, n, skv, d = xf.shape
         s = _scale_bnsd(op, name, scale, mode, batch=b, heads=n, skv=skv, d=d)

@@ -202,7 +202,8 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
         kv_cum = None
         if packed:
             t_kv = key.shape[0] if q_layout == "TND" else key.shape[1]
-            kv_cum = inputs.cumulative(op, "actual_seq_lengths_kv", p["actual_seq_lengths_kv"], t_kv)
+            kv_cum = inputs.cumulative(op, "actual_seq_lengths_kv", p["actual_seq_lengths_kv"],
+                                       t_kv)
             checks.expect(len(kv_cum) == batch, op, "actual_seq_lengths_kv",
                           lambda: f"B ({batch}) cumulative lengths", len(kv_cum), ValueError)
             kv_lens = inputs.diffs(kv_cum)

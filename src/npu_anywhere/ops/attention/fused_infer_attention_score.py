@@ -12,8 +12,14 @@ KV antiquant, shared prefix, left padding and int8 output quantization.  The cal
 checked (``fia_normalize``), normalized into an :class:`~.problem.AttentionProblem`, solved
 (``core``: float32; fast kernels when present) and formatted (``formatting``).
 
-Shapes of the outputs follow op-plugin ``op_plugin/python/meta/_meta_registrations.py``
-(``npu_fused_infer_attention_score_forward``) and ``FusedInferAttentionScoreKernelNpuOpApi.cpp``.
+Sources: shapes of the outputs follow op-plugin ``op_plugin/python/meta/_meta_registrations.py``
+(``npu_fused_infer_attention_score_forward``) and ``op_plugin/ops/opapi/
+FusedInferAttentionScoreKernelNpuOpApi.cpp`` (the empty lse placeholder); the sparse modes, mask
+shapes, paged-KV length rules (per batch with a block table, also for TND) and antiquant modes the
+seed-004 page and op-plugin
+``docs/zh/custom_APIs/torch_npu/torch_npu-npu_fused_infer_attention_score.md``;
+the lse of a row with no visible key the incremental kernel of ops-transformer
+(``incre_flash_attention``, ``InitAllZeroOutput``: ``-3.40e38``).
 """
 
 from __future__ import annotations
@@ -115,7 +121,8 @@ def _plan(query, key, value, **kwargs):
 
 
 out_overload = define_out(OP, _ARGS, TORCH_NPU_NS, plan=_plan,
-                          compute=lambda q, k, v, **kw: fused_infer_attention_score_op(q, k, v, **kw))
+                          compute=lambda q, k, v, **kw: fused_infer_attention_score_op(q, k, v,
+                                                                                       **kw))
 
 
 # -- graph helpers ---------------------------------------------------------------------------
@@ -244,8 +251,10 @@ class _FusedInferAttentionScore:
 
         Notes
         -----
-        Computed in float32 and rounded once.  A query row that sees no key returns 0 (the
-        NPU's row-invalid correction, inner_precise 2/3; with 0/1 the NPU's value there is
+        Computed in float32 and rounded once; the NPU's matmul units take the softmax
+        probabilities in the input dtype (fp16/bf16) for ``P @ V``, so its low-precision
+        results differ from ours by about that rounding.  A query row that sees no key returns 0
+        (the NPU's row-invalid correction, inner_precise 2/3; with 0/1 the NPU's value there is
         unspecified) and lse -3.40e38.  Not reproduced (NotImplementedError): int8 queries /
         full quantization, sparse_mode 9.  No backward (inference only).
         """

@@ -35,12 +35,14 @@ def split_layout(op: str, layout: str, allowed: Sequence[str]) -> tuple[str, str
 def query_dims(op: str, query: torch.Tensor, layout: str, num_heads: int) -> tuple[int, int, int]:
     """``(N, S or T, D)`` of a query tensor in ``layout`` (BSH splits H by ``num_heads``)."""
     dims = 3 if layout in ("BSH", "TND", "NTD") else 4
-    checks.expect(query.dim() == dims, op, "query", lambda: f"a {dims}-D tensor for layout {layout}",
+    checks.expect(query.dim() == dims, op, "query",
+                  lambda: f"a {dims}-D tensor for layout {layout}",
                   lambda: f"shape {tuple(query.shape)}", ValueError)
     if layout == "BSH":
         h = query.shape[2]
         checks.expect(h % num_heads == 0, op, "query",
-                      lambda: f"a hidden size H divisible by num_heads ({num_heads})", h, ValueError)
+                      lambda: f"a hidden size H divisible by num_heads ({num_heads})", h,
+                      ValueError)
         return num_heads, query.shape[1], h // num_heads
     if layout == "BSND":
         return query.shape[2], query.shape[1], query.shape[3]

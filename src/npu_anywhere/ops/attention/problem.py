@@ -1,10 +1,10 @@
 """The one internal form of an inference-attention call.
 
-Every inference-attention op (``npu_fused_infer_attention_score`` v1/v2, ``npu_prompt_flash_attention``,
-``npu_incre_flash_attention``) parses and checks its own arguments, then normalizes them into an
-:class:`AttentionProblem`; a solver (the float32 reference in ``core.py``, or a fast provider from
-``npu_anywhere.kernels.attention``) turns the problem into ``(out, lse)``; the op formats those back
-into its documented layout and dtype.
+Every inference-attention op (``npu_fused_infer_attention_score`` v1/v2,
+``npu_prompt_flash_attention``, ``npu_incre_flash_attention``) parses and checks its own
+arguments, then normalizes them into an :class:`AttentionProblem`; a solver (the float32
+reference in ``core.py``, or a fast provider from ``npu_anywhere.kernels.attention``) turns the
+problem into ``(out, lse)``; the op formats those back into its documented layout and dtype.
 
 What is resolved *before* the problem is built, so that solvers stay small:
 
@@ -14,7 +14,7 @@ What is resolved *before* the problem is built, so that solvers stay small:
 - MLA rope (``query_rope`` / ``key_rope``): concatenated onto the last dim of query and key, so the
   score ``q.k^T + q_rope.k_rope^T`` is one dot product; the value keeps its own width ``Dv``;
 - shared prefix: prepended to every batch's key/value;
-- left padding (``query_padding_size`` / ``kv_padding_size``): the valid rows are shifted to the top;
+- left padding (``query_padding_size`` / ``kv_padding_size``): valid rows are shifted to the top;
 - masks: ``atten_mask`` of any documented shape, dtype and sparse mode becomes either a boolean
   ``mask`` broadcastable to ``[B, Nq, Sq, Skv]`` or a band (``pre_tokens``/``next_tokens`` with a
   per-batch ``diag_offset``), or both.
@@ -63,7 +63,8 @@ class AttentionProblem:
     ----------
     query : Tensor ``[B, Nq, Sq, Dk]``, floating (float16/bfloat16/float32/float64).
     key, value : dense KV ``[B, Nkv, Skv, Dk]`` / ``[B, Nkv, Skv, Dv]``, or None when paged.
-    key_cache, value_cache : paged KV ``[num_blocks, block_size, Nkv, Dk]`` / ``[..., Dv]``, or None.
+    key_cache, value_cache : paged KV ``[num_blocks, block_size, Nkv, Dk]`` / ``[..., Dv]``, or
+        None.
     block_table : int32 ``[B, max_blocks]`` when paged, else None.
     block_size : rows per block when paged, else 0.
     q_lens, kv_lens : per-batch valid lengths (python ints), ``q_lens[b] <= Sq``,
@@ -141,7 +142,7 @@ class AttentionProblem:
 
     @property
     def kv_capacity(self) -> int:
-        """Length of the KV axis the mask / pse are indexed by (dense Skv, or max_blocks*block_size)."""
+        """Length of the KV axis the mask / pse are indexed by (Skv, or max_blocks*block_size)."""
         if self.paged:
             return self.block_table.shape[1] * self.block_size
         return self.key.shape[2]

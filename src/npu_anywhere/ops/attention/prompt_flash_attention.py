@@ -46,7 +46,8 @@ def _fia_params(kwargs: dict) -> dict:
     # padding_mask is reserved on the page (unused).
     return fia._params(dict(
         atten_mask=p["atten_mask"], pse_shift=p["pse_shift"],
-        actual_seq_lengths=p["actual_seq_lengths"], actual_seq_lengths_kv=p["actual_seq_lengths_kv"],
+        actual_seq_lengths=p["actual_seq_lengths"],
+        actual_seq_lengths_kv=p["actual_seq_lengths_kv"],
         dequant_scale1=p["deq_scale1"], quant_scale1=p["quant_scale1"],
         dequant_scale2=p["deq_scale2"], quant_scale2=p["quant_scale2"],
         quant_offset2=p["quant_offset2"], num_heads=p["num_heads"], scale=p["scale_value"],
