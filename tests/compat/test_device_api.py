@@ -47,9 +47,10 @@ def test_seeding_hooks_torch_asks_for(npu):
 
 
 @pytest.mark.parametrize("product,name,bf16", [
-    (None, "Ascend910B", True), ("A2", "Ascend910B", True), ("A3", "Ascend910_9391", True),
+    (None, "Ascend910B4", True), ("A2", "Ascend910B4", True), ("A3", "Ascend910_9391", True),
     ("910", "Ascend910A", False), ("310P", "Ascend310P3", False), ("950", "Ascend950PR", True)])
-def test_device_name_is_the_strict_mode_product(npu, product, name, bf16):
+def test_device_name_is_the_strict_mode_product(npu, monkeypatch, product, name, bf16):
+    monkeypatch.delenv("NPU_ANYWHERE_SOC", raising=False)
     with npu_anywhere.strict(product):
         assert npu.get_device_name() == npu.get_device_name(0) == name
         assert npu.is_bf16_supported() is bf16
@@ -58,6 +59,13 @@ def test_device_name_is_the_strict_mode_product(npu, product, name, bf16):
         assert props.cube_core_num > 0 and props.L2_cache_size > 0
         import torch_npu.npu.utils
         assert torch_npu.npu.utils.get_device_name() == name
+
+
+def test_device_name_follows_npu_anywhere_soc(npu, monkeypatch):
+    monkeypatch.setenv("NPU_ANYWHERE_SOC", "Ascend310P1")
+    assert npu.get_device_name() == "Ascend310P1" and not npu.is_bf16_supported()
+    monkeypatch.setenv("NPU_ANYWHERE_SOC", "Ascend910B2")
+    assert npu.get_device_name() == "Ascend910B2" and npu.is_bf16_supported()
 
 
 def test_typed_tensor_constructors(npu):

@@ -7,8 +7,8 @@ test ``torch.npu.is_available()`` to decide that an NPU exists, and would then t
 paths (HCCL, ``npu:`` device strings) that cannot work here.
 
 The device answers to the name of the product strict mode enforces (``get_device_name()`` is
-"Ascend910B" under ``strict("A2")``, and in default mode too: Ascend code branches on that name,
-and A2 is the line most of it targets).
+"Ascend910B4" under ``strict("A2")``; ``NPU_ANYWHERE_SOC`` names another part; in default mode
+A2's too: Ascend code branches on that name, and A2 is the line most of it targets).
 """
 
 from __future__ import annotations
@@ -142,10 +142,11 @@ def set_compile_mode(jit_compile: bool = False) -> None:
 
 # -- what the device is ----------------------------------------------------------------------
 
+# One real part number of each line (the torch_npu.testing emulation names the same ones).
 _PRODUCT_NAMES = {
     targets.Product.ATLAS_TRAINING: "Ascend910A",
     targets.Product.ATLAS_INFERENCE: "Ascend310P3",
-    targets.Product.A2: "Ascend910B",
+    targets.Product.A2: "Ascend910B4",
     targets.Product.A3: "Ascend910_9391",
     targets.Product.ASCEND_950: "Ascend950PR",
 }
@@ -159,13 +160,27 @@ _PRODUCT_CORES = {
 }
 
 
+def _soc():
+    try:  # the SoC torch_npu.testing emulates (strict target, else NPU_ANYWHERE_SOC)
+        from .npu_testing import soc
+    except ImportError:
+        return None
+    return soc
+
+
 def product() -> targets.Product:
-    """The product this device impersonates: the strict-mode one, else Atlas A2."""
-    return targets.current() or targets.Product.A2
+    """The product this device impersonates: the strict-mode one, else the one
+    ``NPU_ANYWHERE_SOC`` names, else Atlas A2."""
+    soc = _soc()
+    return (targets.current() or (soc.env_product() if soc is not None else None)
+            or targets.Product.A2)
 
 
 def get_device_name(device: Any = None) -> str:
-    return _PRODUCT_NAMES[product()]
+    """The SoC name, e.g. "Ascend910B4" for A2 (what code keys on: ``"910B" in name``)."""
+    soc = _soc()
+    name = soc.emulated_soc() if soc is not None else None
+    return name or _PRODUCT_NAMES[product()]
 
 
 def get_device_properties(device: Any = None) -> Any:

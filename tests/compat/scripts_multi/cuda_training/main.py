@@ -14,7 +14,7 @@ local_rank = int(os.environ.get("LOCAL_RANK", 0))
 torch.cuda.set_device(local_rank)
 torch.cuda.manual_seed_all(1234)
 assert torch.cuda.device_count() >= 1 and torch.cuda.current_device() == 0
-assert torch.cuda.get_device_name(0) == torch_npu.npu.get_device_name() == "Ascend910B"
+assert torch.cuda.get_device_name(0) == torch_npu.npu.get_device_name() == "Ascend910B4"
 assert torch.cuda.get_device_properties(0).total_memory > 0
 assert torch.cuda.is_bf16_supported()
 device = torch.device(f"cuda:{local_rank}")
