@@ -100,4 +100,26 @@ if torch.distributed.is_available():
         torch.distributed.all_reduce(total)
         assert torch.equal(total, torch.ones(2))
         torch.distributed.destroy_process_group()
+# uninstall() takes every patch back (torch.cuda, Tensor/Module methods, torch.Generator,
+# autocast, the load registry); a second install() works again.
+import npu_anywhere
+
+patched_device_count = torch.cuda.device_count
+npu_anywhere.uninstall()
+assert torch.cuda.device_count is not patched_device_count
+assert torch.cuda.device_count.__module__.startswith("torch.cuda")
+assert torch.Generator is torch._C.Generator and not hasattr(torch.Tensor, "is_npu")
+assert "torch_npu" not in __import__("sys").modules and not hasattr(torch, "npu")
+try:
+    torch.zeros(1).cuda()
+except (RuntimeError, AssertionError):
+    pass  # torch's own answer on a machine without CUDA
+else:
+    assert torch.cuda.is_available()
+npu_anywhere.install()
+assert torch.zeros(2).npu().is_npu and torch.Generator("npu").device.type == "cpu"
+buf = io.BytesIO()
+torch.save(torch.ones(1), buf)
+buf.seek(0)
+assert torch.equal(torch.load(buf, map_location="npu"), torch.ones(1))
 print("CUDA TRAINING OK")
