@@ -13,7 +13,6 @@ import torch
 
 from ... import checks
 from ..cache.paged import bitwise, writable, write_nd, write_nz
-from ..norm.rms_core import rms_norm_fp32
 from ..posembedding import rotation
 from ..quant import core as qcore
 from ._kv_checks import (BLK_MODES, NZ_MODES, QUANT_FORMATS, V2_DK, V2_DV, cache_block_size,
@@ -21,26 +20,81 @@ from ._kv_checks import (BLK_MODES, NZ_MODES, QUANT_FORMATS, V2_DK, V2_DV, cache
 
 
 # -- math --------------------------------------------------------------------------------------
+# Every step below is an elementwise tensor op (no ATen reduction, no addcmul), so that the eager
+# reference and its Inductor compilation round identically on every CPU: ATen's reductions sum
+# in an order that depends on the vector width it was dispatched to (AVX-512, AVX2, scalar) and
+# never matches Inductor's, and ATen's addcmul contracts to an FMA where Inductor (compiled with
+# -ffp-contract=off) multiplies and adds.  The order is the A2/A3 kernel's, which does not
+# depend on the host CPU either.
+
+_LANES = 64     # floats per vector repeat of the A2/A3 kernel's reduction
+
+
+def sum_of_squares(x):
+    """Row sums of ``x * x`` over the last dim (kept, size 1), in x's dtype, in the A2/A3
+    kernel's order.
+
+    hicann/ops-transformer ``posembedding/kv_rms_norm_rope_cache/op_kernel/
+    kv_rms_norm_rope_cache_b16_b1sd.h`` (``RmsNorm``): square, then add 64-float blocks in
+    adjacent pairs (block 2i += block 2i+1) until one block is left, then ``WholeReduceSum`` of
+    its 64 lanes.  The lane tree inside ``WholeReduceSum`` is not documented; here it halves
+    (lane i += lane i+32, then i += i+16, ...).  Widths that are not 64 * 2**k are padded with
+    zeros (adding +0.0 to a sum of squares is exact), so every width uses the same scheme.
+    The summed dim is moved first, so that every add reads and writes whole contiguous slabs.
+    """
+    sq = x * x
+    width = sq.shape[-1]
+    blocks = max(1, -(-width // _LANES))
+    blocks = 1 << (blocks - 1).bit_length()     # a power of two, for the pairwise block adds
+    pad = blocks * _LANES - width
+    if pad:
+        sq = torch.cat((sq, sq.new_zeros(sq.shape[:-1] + (pad,))), dim=-1)
+    sq = sq.movedim(-1, 0).unflatten(0, (blocks, _LANES))      # [blocks, 64, *rows]
+    while sq.shape[0] > 1:
+        sq = sq[0::2] + sq[1::2]
+    sq = sq[0]
+    while sq.shape[0] > 1:
+        half = sq.shape[0] // 2
+        sq = sq[:half] + sq[half:]
+    return sq.movedim(0, -1)
+
+
+def rms_norm_rows(x, gamma, epsilon):
+    """RMSNorm of the last dim in float32 (float64 for float64 x): ``x * rsqrt(sum(x * x) *
+    (1 / D) + epsilon) * gamma``.
+
+    The sum and the multiply by the reciprocal (as the tiling passes it) are the A2/A3 kernel's
+    (``kv_rms_norm_rope_cache_b16_b1sd.h``, ``RmsNorm``); the kernel then takes ``Sqrt`` and
+    divides, which here is ``rsqrt`` and a multiply: eager float32 ``torch.sqrt`` on CPU goes to
+    MKL's vector math, which is not correctly rounded (its bits vary with the CPU), while
+    ``torch.rsqrt`` is an IEEE square root and an IEEE division in ATen and in Inductor alike.
+    """
+    xc = x.to(rotation.compute_dtype(x.dtype))
+    rstd = torch.rsqrt(sum_of_squares(xc) * (1.0 / x.shape[-1]) + epsilon)
+    return xc * rstd * gamma.to(xc.dtype)
+
 
 def interleave_rope(x, cos, sin):
-    """RoPE of interleaved pairs, in x's (float32) dtype: de-interleave x to (x0, x2, x4, ...,
-    x1, x3, ...), then ``xd * cos + cat(-xd2, xd1) * sin``."""
-    xd = torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)
-    c, signed_sin = rotation.prepare(cos, sin, "half", x.dtype)
-    return rotation.rope(xd, c, signed_sin, "half")
+    """RoPE of interleaved pairs, in x's (float32) dtype: de-interleave x to ``xd`` = (x0, x2,
+    x4, ..., x1, x3, ...), then ``xd * cos + cat(-xd2, xd1) * sin`` -- two multiplies and an add,
+    each rounded (the A2/A3 kernel's ``RoPE``: ``Mul``, ``Muls(-1)`` + ``Mul``, ``Add``)."""
+    even, odd = x[..., 0::2], x[..., 1::2]
+    xd = torch.cat((even, odd), dim=-1)
+    rotated = torch.cat((-odd, even), dim=-1)
+    return xd * cos.to(x.dtype) + rotated * sin.to(x.dtype)
 
 
 def norm_and_rope(kv, gamma, cos, sin, epsilon):
     """(k_embed, y) in float32: interleaved RoPE of kv[..., Dv:] and RMSNorm of kv[..., :Dv]."""
     dv = gamma.shape[0]
-    y, _ = rms_norm_fp32(kv[..., :dv], gamma, epsilon)
+    y = rms_norm_rows(kv[..., :dv], gamma, epsilon)
     return interleave_rope(kv[..., dv:].to(y.dtype), cos, sin), y
 
 
 def norm_then_rope(kv, gamma, cos, sin, epsilon):
     """The V2 path's k in float32: RMSNorm of all of kv, then interleaved RoPE of its first
     ``cos.shape[-1]`` values, the rest kept: ``cat(rope(y[..., :64]), y[..., 64:])``."""
-    y, _ = rms_norm_fp32(kv, gamma, epsilon)
+    y = rms_norm_rows(kv, gamma, epsilon)
     r = cos.shape[-1]
     return torch.cat((interleave_rope(y[..., :r], cos, sin), y[..., r:]), dim=-1)
 

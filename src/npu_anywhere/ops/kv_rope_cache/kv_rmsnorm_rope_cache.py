@@ -17,8 +17,13 @@ the argument checks live in :mod:`._kv_checks` and the arithmetic and writes in
 
 from __future__ import annotations
 
+import functools
+import logging
+import types
+
 import torch
 
+from ... import dtypes
 from ...kernels import compiled
 from ...library import INTERNAL_NS, TORCH_NPU_NS, NpuOp, OpInfo
 from ._kv_checks import (BLK_MODES, CACHE_MODES, FUNCTIONAL_OP, HIFLOAT8, KV_DTYPES,  # noqa: F401
@@ -30,6 +35,8 @@ from ._kv_writes import (compute_and_write, interleave_rope, norm_and_rope,  # n
                          norm_then_rope, outputs_fake, prepare, run_into)
 
 INPLACE_OP = "_npu_kv_rmsnorm_rope_cache_inplace"
+
+log = logging.getLogger(__name__)
 
 _ARGS = ("Tensor kv, Tensor gamma, Tensor cos, Tensor sin, Tensor index, {kc} k_cache, "
          "{ckv} ckv_cache, *, Tensor? k_rope_scale=None, Tensor? c_kv_scale=None, "
@@ -132,6 +139,10 @@ kv_rmsnorm_rope_cache_v2_functional_op.forbid_autograd(_NO_GRAD)
 # Decode calls are dominated by per-op overhead and prefill by temporaries; Inductor fuses the
 # norm, the RoPE, the quantization and the writes into one pass.  The index plan is still
 # checked eagerly first; calls that skip tokens (a gather of data-dependent size) stay eager.
+# The compiled code writes the reference's bits on every CPU: the arithmetic avoids every op
+# whose eager rounding depends on the CPU (see :mod:`._kv_writes`), and hifloat8 caches, whose
+# encoder selects int32 values with ``torch.where``, are declined where Inductor's vector code
+# gets such a select wrong (its AVX2 int32 blend, as this torch release generates it).
 
 def _op_key(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, v=None, cache_mode="Norm",
             is_output_kv=False, k_cache_dtype=None, ckv_cache_dtype=None, **_):
@@ -140,6 +151,51 @@ def _op_key(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, v=None, cache_mod
 
 
 _compiled_compute = compiled.CompiledProvider(compute_and_write, key=_op_key)
+
+
+@functools.lru_cache(maxsize=None)
+def _int32_select_probe(isa_settings):
+    # isa_settings is the cache key: one probe per Inductor vector-ISA setting, each with a code
+    # object of its own (dynamo would otherwise reuse the first setting's compiled code)
+    code = _select_small.__code__
+    fresh = types.FunctionType(code.replace(co_name=f"{code.co_name}_{abs(hash(isa_settings))}"),
+                               globals())
+    values = torch.arange(-20, 20, dtype=torch.int32)      # several vectors wide, any ISA
+    try:
+        got = torch.compile(fresh, fullgraph=True, dynamic=False)(values)
+    except Exception as exc:                                # no compiler: nothing compiles
+        log.info("int32 select probe failed to compile: %s", exc)
+        return False
+    return torch.equal(got, _select_small(values))
+
+
+def _select_small(t):
+    return torch.where(t <= 3, 3, t)
+
+
+def int32_select_compiles_exactly() -> bool:
+    """Whether Inductor's CPU code selects int32 values as eager does (probed once per vector
+    ISA setting: the AVX2 code of torch 2.13's Inductor blends ``torch.where(t <= 3, 3, t)``
+    the wrong way round)."""
+    config = torch._inductor.config.cpp
+    return _int32_select_probe((config.simdlen, config.vec_isa_ok))
+
+
+def _writes_hifloat8(k_cache_dtype, ckv_cache_dtype):
+    return any(code is not None and dtypes.code_to_dtype(int(code)) == HIFLOAT8
+               for code in (k_cache_dtype, ckv_cache_dtype))
+
+
+def _compiled_supports(kv, gamma, cos, sin, index, k_cache, ckv_cache, *args, **kwargs):
+    declined = _compiled_compute.supports(kv, gamma, cos, sin, index, k_cache, ckv_cache,
+                                          *args, **kwargs)
+    # probed only once a call would compile: calls that stay eager never pay for the probe
+    if (declined is None and kv.device.type == "cpu"
+            and _writes_hifloat8(kwargs.get("k_cache_dtype"), kwargs.get("ckv_cache_dtype"))
+            and not int32_select_compiles_exactly()):
+        return ("hifloat8 cache on a CPU whose Inductor vector code selects int32 values "
+                "wrongly (the hifloat8 encoder would write other codes than the reference)")
+    return declined
 
 
 def _compiled_run(op_name, functional):
@@ -168,7 +224,7 @@ for _registered, _public, _functional in (
         (kv_rmsnorm_rope_cache_v2_op, V2_OP, False),
         (kv_rmsnorm_rope_cache_v2_functional_op, FUNCTIONAL_OP, True)):
     _registered.add_provider(compiled.CompiledProvider.name,
-                             _compiled_run(_public, _functional), _compiled_compute.supports)
+                             _compiled_run(_public, _functional), _compiled_supports)
 
 
 # -- Python API --------------------------------------------------------------------------------
@@ -346,6 +402,13 @@ npu_kv_rmsnorm_rope_cache.__doc__ = """RMSNorm + interleaved RoPE of MLA's kv, w
 
     Notes
     -----
+    Rounding (float32, bit-identical between the eager reference and the compiled provider on
+    every CPU): the sum of squares adds 64-float blocks pairwise, then the 64 lanes by halving
+    (the A2/A3 kernel ``op_kernel/kv_rms_norm_rope_cache_b16_b1sd.h``, ``RmsNorm``), the mean is
+    that sum times ``1 / D``, and ``y = x * rsqrt(mean + epsilon) * gamma`` (the kernel takes
+    ``Sqrt`` and divides; CPU float32 ``sqrt`` is not correctly rounded in eager PyTorch);
+    RoPE multiplies and adds without fusing (the kernel's ``Mul``, ``Mul``, ``Add``).
+
     Sources: seed 002 (aclnnKvRmsNormRopeCache: formulas, shapes, constraints, quantization
     cases); op-plugin ``docs/zh/custom_APIs/torch_npu/torch_npu-npu_kv_rmsnorm_rope_cache.md``
     (cache modes, NZ arrangement, offsets unsupported on A2/A3) and
