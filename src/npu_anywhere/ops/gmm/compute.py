@@ -1,0 +1,168 @@
+"""The arithmetic of npu_grouped_matmul: a few large matmuls, one per group.
+
+Speed (measured on the project's CPUs): one ``torch.mm`` per contiguous group slice, written
+straight into the output rows with ``out=``, runs at the dense-matmul roof in float32;
+float16/bfloat16 are upcast to float32 once (native half matmuls are 15-100x slower there) and
+rounded once at the end.  Empty groups cost nothing.
+
+Numerics (op-plugin golden ``test/test_custom_ops/test_npu_grouped_matmul.py``):
+
+* float: ``y = x @ w + bias`` accumulated in float32, rounded once to x's dtype;
+* quant (int8): exact int32 ``acc = x @ w + bias``; float32 ``acc * scale`` (then
+  ``* per_token_scale``, then the activation); int8 output: ``rint(acc * scale + offset)``
+  saturated to [-128, 127], with scale and offset unpacked from npu_trans_quant_param's word;
+* antiquant: ``w' = (w + antiquant_offset) * antiquant_scale`` in float32 (per channel, or per
+  group of k), ``y = x @ w' + bias`` in float32, rounded once.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..quant import core as quant_core
+from ..quant.trans_quant_param import FP19_MASK, OFFSET_SHIFT
+from .grouping import Segment
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def activation(y: torch.Tensor, act_type: int) -> torch.Tensor:
+    if act_type == 1:
+        return torch.relu(y)
+    if act_type == 2:
+        return F.gelu(y, approximate="tanh")
+    if act_type == 4:
+        return y * torch.sigmoid(1.702 * y)       # fast_gelu: x / (1 + exp(-1.702 x))
+    if act_type == 5:
+        return F.silu(y)
+    return y
+
+
+def unpack_scale_word(word: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """npu_trans_quant_param's int64 word -> (float32 scale, float32 offset)."""
+    bits = (word & FP19_MASK).to(torch.int64)
+    bits = torch.where(bits >= 2 ** 31, bits - 2 ** 32, bits).to(torch.int32)
+    scale = bits.view(torch.float32)
+    off = (word >> OFFSET_SHIFT) & 0x1FF
+    off = torch.where(off >= 256, off - 512, off)           # 9-bit two's complement
+    return scale, off.to(torch.float32)
+
+
+class Params:
+    """Per-group views of the optional parameter lists (one [E, ...] tensor or E tensors)."""
+
+    def __init__(self, tensors, single: bool):
+        self.tensors = tensors
+        self.single = single
+
+    def __bool__(self) -> bool:
+        return self.tensors is not None
+
+    def __getitem__(self, e: int):
+        if self.tensors is None:
+            return None
+        return self.tensors[0][e] if self.single else self.tensors[e]
+
+
+def dequant_weight(w: torch.Tensor, scale: torch.Tensor, offset, int4: bool) -> torch.Tensor:
+    """Antiquant weight [k, n] in float32: (w + offset) * scale, per channel or per k-group."""
+    if int4:
+        w = quant_core.unpack_int4(w)
+    wf = w.to(torch.float32)
+    s = scale.to(torch.float32)
+    o = offset.to(torch.float32) if offset is not None else None
+    if s.dim() == 2:                       # per group: [G, n], each row covers k / G rows
+        repeat = wf.shape[0] // s.shape[0]
+        s = s.repeat_interleave(repeat, dim=0)
+        o = o.repeat_interleave(repeat, dim=0) if o is not None else None
+    if o is not None:
+        wf = wf + o
+    return wf * s
+
+
+def float_groups(x2: torch.Tensor, segments: list[Segment], weight: Params, bias: Params,
+                 n: int, out_dtype: torch.dtype, antiquant=None) -> torch.Tensor:
+    """m-axis groups: rows ``[start, start + length)`` of ``x2`` times their group's weight."""
+    ct = compute_dtype(x2.dtype)
+    xc = x2.to(ct)
+    y = torch.empty(x2.shape[0], n, dtype=ct, device=x2.device)
+    covered = 0
+    for seg in segments:
+        covered = max(covered, seg.start + seg.length)
+    if covered < x2.shape[0]:
+        y[covered:].zero_()                 # rows no group covers
+    for seg in segments:
+        if seg.length == 0:
+            continue
+        rows = slice(seg.start, seg.start + seg.length)
+        if antiquant is not None:
+            scale, offset, int4 = antiquant
+            w = dequant_weight(weight[seg.expert], scale[seg.expert], offset[seg.expert], int4)
+        else:
+            w = weight[seg.expert].to(ct)
+        b = bias[seg.expert]
+        if b is not None:
+            torch.addmm(b.to(ct), xc[rows], w, out=y[rows])
+        else:
+            torch.mm(xc[rows], w, out=y[rows])
+    return y.to(out_dtype)
+
+
+def quant_groups(x2: torch.Tensor, segments: list[Segment], weight: Params, bias: Params,
+                 scale: Params, per_token_scale, n: int, out_dtype: torch.dtype,
+                 act_type: int) -> torch.Tensor:
+    """int8 m-axis groups: exact int32 accumulation, then dequantization per group."""
+    y = torch.zeros(x2.shape[0], n, dtype=out_dtype, device=x2.device)
+    for seg in segments:
+        if seg.length == 0:
+            continue
+        rows = slice(seg.start, seg.start + seg.length)
+        # float64 holds every int32 sum exactly (|acc| < 2^31 for k below the 65536 limit).
+        acc = torch.mm(x2[rows].to(torch.float64), weight[seg.expert].to(torch.float64))
+        acc = acc.to(torch.int32)
+        b = bias[seg.expert]
+        if b is not None:
+            acc = acc + b
+        if not scale:
+            y[rows] = acc
+            continue
+        s = scale[seg.expert]
+        if s.dtype == torch.int64:
+            s32, off = unpack_scale_word(s)
+            v = acc.to(torch.float32) * s32 + off
+            v = quant_core.round_values(v, "rint").clamp(-128, 127)
+            y[rows] = v.to(torch.int8)
+            continue
+        v = acc.to(torch.float32) * s.to(torch.float32)
+        if per_token_scale is not None:
+            v = v * per_token_scale[rows].unsqueeze(-1)
+        y[rows] = activation(v, act_type).to(out_dtype)
+    return y
+
+
+def k_groups(x0: torch.Tensor, w0: torch.Tensor, segments: list[Segment],
+             out_dtype: torch.dtype, stacked: bool) -> list[torch.Tensor]:
+    """k-axis groups: out[e] = x[:, k-slice e] @ w[k-slice e, :]; an empty slice gives zeros.
+
+    ``stacked``: one ``[E, m, n]`` tensor, else E separate ``[m, n]`` tensors (never views of
+    one buffer: the schema's outputs do not alias each other).
+    """
+    ct = compute_dtype(x0.dtype)
+    xc, wc = x0.to(ct), w0.to(ct)
+    shape = (x0.shape[0], w0.shape[1])
+    if stacked:
+        y = torch.zeros(len(segments), *shape, dtype=ct, device=x0.device)
+        outs = list(y.unbind(0))
+    else:
+        outs = [torch.zeros(shape, dtype=ct, device=x0.device) for _ in segments]
+    for e, seg in enumerate(segments):
+        if seg.length == 0:
+            continue
+        cols = slice(seg.start, seg.start + seg.length)
+        torch.mm(xc[:, cols], wc[cols], out=outs[e])
+    if stacked:
+        return [y.to(out_dtype)]
+    return [o.to(out_dtype) for o in outs]

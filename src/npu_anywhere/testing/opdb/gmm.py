@@ -1,0 +1,83 @@
+"""Op database entries of the grouped matmul family."""
+
+from __future__ import annotations
+
+import torch
+
+from . import ErrorSample, Sample, entry as _entry, randn as _g
+
+
+def _counts():
+    return torch.tensor([2, 0, 3], dtype=torch.int64)       # an empty middle group
+
+
+def _int8(*shape):
+    return torch.randint(-128, 128, shape, dtype=torch.int8)
+
+
+def _grouped_matmul() -> None:
+    e = _entry("npu_grouped_matmul")
+    m_grouped = {"group_list": None, "split_item": 3, "group_type": 0, "group_list_type": 1}
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        tag = str(dtype).replace("torch.", "")
+        e.samples.append(Sample(f"m_grouped_{tag}", lambda dtype=dtype: (
+            ([_g(5, 4, dtype=dtype)], [_g(3, 4, 6, dtype=dtype)]),
+            {**m_grouped, "group_list": _counts()})))
+    e.samples += [
+        Sample("m_grouped_weight_list_bias_cumsum", lambda: (
+            ([_g(5, 4)], [_g(4, 6), _g(4, 6), _g(4, 6)]),
+            {"bias": [_g(6), _g(6), _g(6)], "group_list": _counts().cumsum(0),
+             "split_item": 2, "group_type": 0, "group_list_type": 0})),
+        Sample("ungrouped_lists", lambda: (
+            ([_g(2, 3, 4), _g(1, 2, 5)], [_g(4, 6), _g(5, 3)]),
+            {"split_item": 0, "group_type": -1})),
+        Sample("k_grouped_single_out", lambda: (
+            ([_g(5, 4).T], [_g(5, 6)]),
+            {"group_list": _counts(), "split_item": 3, "group_type": 2,
+             "group_list_type": 1})),
+        Sample("k_grouped_list_out", lambda: (
+            ([_g(4, 5)], [_g(5, 6)]),
+            {"group_list": _counts().cumsum(0), "split_item": 0, "group_type": 2,
+             "group_list_type": 0})),
+        Sample("int8_per_token_bf16", lambda: (
+            ([_int8(5, 4)], [_int8(3, 4, 6)]),
+            {"scale": [torch.rand(3, 6, dtype=torch.bfloat16)],
+             "per_token_scale": [torch.rand(5)], "group_list": _counts(), "split_item": 3,
+             "group_type": 0, "group_list_type": 1, "output_dtype": torch.bfloat16,
+             "act_type": 5})),
+        Sample("int8_packed_scale_index_rows", lambda: (
+            ([_int8(5, 4)], [_int8(3, 4, 6)]),
+            {"scale": [torch.full((3, 6), (1 << 46) | 0x3C000000, dtype=torch.int64)],
+             "group_list": torch.tensor([[2, 3], [0, 2]]), "split_item": 3, "group_type": 0,
+             "group_list_type": 2})),
+        Sample("antiquant_int8_fp16", lambda: (
+            ([_g(5, 4, dtype=torch.float16)], [_int8(3, 4, 6)]),
+            {"antiquant_scale": [_g(3, 6, dtype=torch.float16)],
+             "antiquant_offset": [_g(3, 6, dtype=torch.float16)], "group_list": _counts(),
+             "split_item": 3, "group_type": 0, "group_list_type": 1})),
+        Sample("antiquant_int4_per_group", lambda: (
+            ([_g(5, 4, dtype=torch.bfloat16)],
+             [torch.randint(-2 ** 31, 2 ** 31 - 1, (3, 4, 2), dtype=torch.int32)]),
+            {"antiquant_scale": [_g(3, 2, 16, dtype=torch.bfloat16)], "group_list": _counts(),
+             "split_item": 3, "group_type": 0, "group_list_type": 1})),
+    ]
+    e.errors += [
+        ErrorSample("group_type_none", lambda: (([_g(5, 4)], [_g(3, 4, 6)]),
+                                                {"group_list": _counts(), "split_item": 3}),
+                    ValueError, "npu_grouped_matmul: expected group_type one of"),
+        ErrorSample("k_mismatch", lambda: (([_g(5, 4)], [_g(3, 5, 6)]),
+                                           {**m_grouped, "group_list": _counts()}),
+                    RuntimeError, "npu_grouped_matmul: expected x\\[0\\] k = 5 columns"),
+        ErrorSample("split_for_ungrouped", lambda: (([_g(5, 4)], [_g(4, 6)]),
+                                                    {"split_item": 2, "group_type": -1}),
+                    ValueError, "npu_grouped_matmul: expected split_item 0 or 1"),
+        ErrorSample("group_list_length", lambda: (([_g(5, 4)], [_g(3, 4, 6)]),
+                                                  {**m_grouped, "group_list": _counts()[:2]}),
+                    ValueError, "npu_grouped_matmul: expected group_list one entry per"),
+        ErrorSample("quant_without_scale", lambda: (([_int8(5, 4)], [_int8(3, 4, 6)]),
+                                                    {**m_grouped, "group_list": _counts()}),
+                    ValueError, "npu_grouped_matmul: expected scale a list of tensors"),
+    ]
+
+
+_grouped_matmul()
