@@ -102,6 +102,22 @@ def _pin_memory(args: tuple, kwargs: dict) -> torch.Tensor:
     return args[0].clone()
 
 
+def _type(args: tuple, kwargs: dict):
+    """``t.type(torch.npu.HalfTensor)`` / ``t.type("torch.npu.HalfTensor")``: a transfer with a
+    dtype conversion (torch only knows the cpu and cuda typed-tensor names)."""
+    from .tensor_types import TENSOR_TYPES
+
+    wanted = args[1] if len(args) > 1 else kwargs.get("dtype")
+    if isinstance(wanted, str):
+        module, _, name = wanted.rpartition(".")
+        if module in ("torch." + t for t in _mapped_types) and name in TENSOR_TYPES:
+            wanted = TENSOR_TYPES[name]
+    if isinstance(wanted, type) and wanted in TENSOR_TYPES.values():
+        non_blocking = kwargs.get("non_blocking", False)
+        return _to((args[0], torch.device(_NPU), wanted.dtype), {"non_blocking": non_blocking})
+    return torch.Tensor.type(*args, **kwargs)
+
+
 class NpuDeviceMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         # `is` tests, not a dict lookup: Dynamo traces this method inside compiled regions.
@@ -111,6 +127,8 @@ class NpuDeviceMode(TorchFunctionMode):
             return _cpu(args, kwargs or {})
         if func is torch.Tensor.pin_memory and args:
             return _pin_memory(args, kwargs or {})
+        if func is torch.Tensor.type and (len(args) > 1 or kwargs):
+            return _type(args, kwargs or {})
         if not kwargs:
             return func(*args)
         device = kwargs.get("device")

@@ -64,6 +64,13 @@ assert lin.weight is weight and torch.equal(lin.weight, weight_before)
 assert lin.weight.npu() is lin.weight  # its storage is npu memory now
 assert torch.ones(2).is_npu and b.is_npu
 
+# Legacy typed-tensor conversions.
+typed = torch.arange(3.0).type(torch.npu.HalfTensor)
+assert typed.dtype == torch.float16 and typed.is_npu and typed.to("npu") is typed
+assert torch.ones(2).type("torch.npu.LongTensor").dtype == torch.int64
+assert torch.ones(2).type(torch.int32).dtype == torch.int32 and torch.ones(1).type() == "torch.FloatTensor"
+assert isinstance(torch.npu.BFloat16Tensor(2, 2), torch.npu.BFloat16Tensor)
+
 # Default-device contexts make npu memory too.
 with torch.device("npu"):
     made = torch.zeros(2)
