@@ -233,6 +233,7 @@ def test_no_autograd():
 @pytest.mark.parametrize("kw,error,match", [
     (dict(x=make((8,))), ValueError, "expected x a tensor with more than 1 dim"),
     (dict(x=make((2, 7))), ValueError, "expected x an even last dim"),
+    (dict(x=make((3, 0)), quant_mode=1), ValueError, "expected x a non-empty last dim"),
     (dict(x=make((1, 8194))), ValueError, "expected x a last dim of at most 8192"),
     (dict(x=make((2, 6)), dst_type=torch.quint4x2), ValueError,
      "expected x a last dim divisible by 4"),
@@ -259,6 +260,21 @@ def test_bad_inputs(kw, error, match):
     x = args.pop("x")
     with pytest.raises(error, match="npu_swiglu_quant: " + match):
         na.npu_swiglu_quant(x, **args)
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+def test_zero_rows_agree_in_eager_and_fake(mode):
+    """No rows (a valid empty batch): empty outputs of the documented shapes, and FakeTensor
+    returns the same metadata instead of failing in its norm."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    x = make((0, 3, 10))
+    q, scale = na.npu_swiglu_quant(x, quant_mode=mode)
+    assert q.shape == (0, 3, 5) and q.dtype == torch.int8
+    assert scale.shape == (0, 3) and scale.dtype == torch.float32
+    with FakeTensorMode() as fm:
+        fq, fs = na.npu_swiglu_quant(fm.from_tensor(x), quant_mode=mode)
+    for f, e in ((fq, q), (fs, scale)):
+        assert (f.shape, f.dtype, f.stride()) == (e.shape, e.dtype, e.stride())
 
 
 def test_strict_rules():

@@ -61,6 +61,7 @@ def check_swiglu_quant(x, *, smooth_scales=None, offsets=None, group_index=None,
     checks.expect(x.dim() > 1, OP, "x", "a tensor with more than 1 dim",
                   lambda: f"shape {tuple(x.shape)}", ValueError)
     d = x.shape[-1]
+    checks.expect(d > 0, OP, "x", "a non-empty last dim (2N with N >= 1)", d, ValueError)
     checks.expect(d % 2 == 0, OP, "x", "an even last dim", d, ValueError)
     checks.expect(d <= MAX_LAST_DIM, OP, "x", f"a last dim of at most {MAX_LAST_DIM}", d,
                   ValueError)
@@ -140,7 +141,9 @@ def swiglu_quant_reference(x, *, smooth_scales=None, offsets=None, group_index=N
         _, inside = _row_params(t, torch.ones(group_index.shape[0], dtype=t.dtype,
                                               device=t.device), group_index, group_list_type)
     if quant_mode == 1:
-        amax = torch.linalg.vector_norm(t, ord=float("inf"), dim=-1, keepdim=True)
+        # amax of |t|, not vector_norm(inf): the same value, and FakeTensor's vector_norm
+        # refuses the zero-row inputs eager takes
+        amax = t.abs().amax(dim=-1, keepdim=True)
         mul = torch.full_like(amax, core.max_value(fmt)) / amax
         t = t * mul
         scale = mul.squeeze(-1).to(torch.float32)

@@ -28,6 +28,7 @@ def _swiglu_quant() -> None:
                  "activate_left": mode == 1})))
     e.samples += [
         Sample("no_smooth_3d", lambda: ((_g(2, 3, 10),), {"quant_mode": 1})),
+        Sample("zero_rows_dynamic", lambda: ((_g(0, 3, 10),), {"quant_mode": 1})),
         Sample("int4_static_per_tensor", lambda: (
             (_g(4, 16),), {"smooth_scales": _pos(1), "offsets": _g(1),
                            "dst_type": torch.quint4x2})),
@@ -45,6 +46,8 @@ def _swiglu_quant() -> None:
                     "npu_swiglu_quant: expected x a tensor with more than 1 dim"),
         ErrorSample("odd_last", lambda: ((_g(2, 7),), {}), ValueError,
                     "npu_swiglu_quant: expected x an even last dim"),
+        ErrorSample("empty_last", lambda: ((_g(3, 0),), {"quant_mode": 1}), ValueError,
+                    "npu_swiglu_quant: expected x a non-empty last dim"),
         ErrorSample("quant_mode", lambda: ((_g(2, 8),), {"quant_mode": 3}), ValueError,
                     "npu_swiglu_quant: expected quant_mode one of"),
         ErrorSample("smooth_shape", lambda: ((_g(2, 8),), {"smooth_scales": _pos(1, 3)}),
