@@ -89,6 +89,27 @@ def test_non_default_parameters():
     assert_close_to_golden(na.npu_clipped_swiglu(x, **kw), golden(x, **kw))
 
 
+@pytest.mark.parametrize("name", ["alpha", "limit", "bias"])
+@pytest.mark.parametrize("value", [1e300, -1e39])
+def test_float_attribute_beyond_float32_is_one_error_in_eager_and_fake(name, value):
+    """The kernel's alpha / limit / bias are float32: a finite value beyond float32's range
+    raises the same ValueError in eager and under FakeTensor (eager clamp used to overflow,
+    FakeTensor to accept it)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    x = make((4, 8), torch.float32, seed=1)
+    with pytest.raises(ValueError, match=f"npu_clipped_swiglu: expected {name} a value within "
+                       "float32's range") as eager:
+        na.npu_clipped_swiglu(x, **{name: value})
+    with FakeTensorMode() as fm, pytest.raises(ValueError) as fake:
+        na.npu_clipped_swiglu(fm.from_tensor(x), **{name: value})
+    assert str(fake.value) == str(eager.value)
+
+
+def test_infinite_limit_clips_nothing():
+    x = make((4, 8), torch.float32, seed=2) * 20
+    assert_close_to_golden(na.npu_clipped_swiglu(x, limit=math.inf), golden(x, limit=math.inf))
+
+
 def test_clamping_is_one_sided_on_gate():
     # A = -20 (below -limit) stays -20; B = 20 clamps to 7; A = 20 clamps to 7.
     x = torch.tensor([[-20.0, 20.0, 20.0, 20.0]], dtype=torch.float64)

@@ -16,6 +16,8 @@ activation/clipped_swiglu/tests/assets/golden.py computes in float32).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ... import checks, targets
@@ -30,6 +32,7 @@ SCHEMA = ("npu_clipped_swiglu(Tensor x, *, Tensor? group_index=None, int dim=-1,
           "float alpha=1.702, float limit=7.0, float bias=1.0, bool interleaved=True) -> Tensor")
 
 _SUPPORTED = frozenset({Product.A2, Product.A3})
+_FLOAT32_MAX = torch.finfo(torch.float32).max
 
 
 def check_clipped_swiglu(x, *, group_index=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0,
@@ -42,6 +45,12 @@ def check_clipped_swiglu(x, *, group_index=None, dim=-1, alpha=1.702, limit=7.0,
         checks.expect_dtype(group_index, (torch.int64,), op, "group_index")
         checks.expect_dim(group_index, 1, op, "group_index")
         checks.expect_same_device({"x": x, "group_index": group_index}, op)
+    # The kernel takes the three as float32 attributes; a finite value beyond float32's range
+    # has no float32 meaning (and eager clamp refuses it), while +-inf is a valid "no limit".
+    for name, value in (("alpha", alpha), ("limit", limit), ("bias", bias)):
+        checks.expect(not math.isfinite(value) or abs(value) <= _FLOAT32_MAX, op, name,
+                      "a value within float32's range (a float32 attribute of the kernel) or "
+                      "+-inf", value, ValueError)
     product = targets.expect_supported(op, _SUPPORTED)
     if product is not None:
         # seed 004: "x的维数必须大于1维" (aclnnClippedSwiglu itself accepts 1-D).
