@@ -395,6 +395,23 @@ def test_non_contiguous_inputs(dtype, section):
     assert torch.equal(out[0], contiguous[0]) and torch.equal(out[1], contiguous[1])
 
 
+@pytest.mark.parametrize("partial", [False, True], ids=["full", "partial"])
+def test_transposed_inputs_give_contiguous_outputs_in_eager_and_fake(partial):
+    """Outputs are fresh contiguous tensors whatever the inputs' strides, and FakeTensor
+    describes the same strides (a transposed query used to keep its layout in eager only)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    positions = torch.tensor([3, 0, 7, 1, 5])
+    query = rand((2 * 64, 5), torch.float32, 21).t()                 # strides (1, 5)
+    key = rand((64, 5), torch.float32, 22).t()
+    cache = rand((11, 32 if partial else 64), torch.float32, 23, unit=True)
+    out = na.npu_mrope(positions, query, key, cache, 64)
+    with FakeTensorMode() as fm:
+        fake = na.npu_mrope(*(fm.from_tensor(t) for t in (positions, query, key, cache)), 64)
+    for o, f, x in zip(out, fake, (query, key)):
+        assert o.is_contiguous() and o.shape == x.shape
+        assert (f.shape, f.stride(), f.dtype) == (o.shape, o.stride(), o.dtype)
+
+
 @pytest.mark.parametrize("section,cache_mode", [(None, "default"), ([8, 12, 12], "interleave"),
                                                 ([8, 8, 8, 8], "default")])
 def test_inputs_unchanged_and_outputs_new(section, cache_mode):

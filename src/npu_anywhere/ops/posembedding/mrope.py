@@ -142,9 +142,11 @@ def _rotate_heads(x, cos, sin, head_size, mode):
         cos_full, sin_full = cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
     c, s = prepare(cos_full[:, None, :], sin_full[:, None, :], mode, x.dtype)
     rotated = rope(heads[..., :rotary_dim], c, s, mode)
-    if rotary_dim == head_size:
-        return rotated.reshape(x.shape)
-    return torch.cat((rotated, heads[..., rotary_dim:]), -1).reshape(x.shape)
+    if rotary_dim < head_size:
+        rotated = torch.cat((rotated, heads[..., rotary_dim:]), -1)
+    # A fresh contiguous output whatever x's strides (elementwise ops would keep a transposed
+    # x's layout), as the NPU allocates it and as the fake kernel describes it.
+    return rotated.reshape(x.shape).contiguous()
 
 
 def mrope_reference(positions, query, key, cos_sin_cache, head_size, *, mrope_section=None,

@@ -131,6 +131,12 @@ _rotary_mul_samples()
 _apply_rotary_pos_emb_samples()
 
 
+def _transposed(sample):
+    """The same call with query and key given as transposed (column-major) tensors."""
+    (pos, query, key, cache, head), kwargs = sample
+    return (pos, query.t().contiguous().t(), key.t().contiguous().t(), cache, head), kwargs
+
+
 def _mrope_samples() -> None:
     e = _entry("npu_mrope")
     tokens, rot = 5, 64
@@ -153,6 +159,7 @@ def _mrope_samples() -> None:
         Sample("mrope_interleave_cache", lambda: make(sections=[8, 12, 12], cache="interleave")),
         Sample("mrope_4_sections_bf16", lambda: make(dtype=torch.bfloat16, sections=[8, 8, 8, 8],
                                                      rows=4)),
+        Sample("rope_transposed_query", lambda: _transposed(make())),
     ]
     e.errors += [
         ErrorSample("bad_mode", lambda: make(mode="quarter"), ValueError,
