@@ -63,6 +63,17 @@ def test_import_torch_npu_forwards_to_npu_anywhere(shim):
     torch.testing.assert_close(torch_npu.npu_rotary_mul(x, r1, r2).double(), expected)
 
 
+def test_shim_modules_can_be_probed_with_find_spec(shim):
+    # transformers / accelerate probe for torch_npu with importlib.util.find_spec.
+    import importlib.util
+
+    for name in ("torch_npu", "torch_npu.npu", "torch.npu", "torch_npu.contrib",
+                 "cann_ops_transformer", "cann_ops_transformer.ops"):
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.name == sys.modules[name].__name__, name
+    assert importlib.util.find_spec("torch_npu").submodule_search_locations is not None
+
+
 def test_cann_ops_transformer_import(shim):
     from cann_ops_transformer.ops import apply_rotary_pos_emb
     import cann_ops_transformer

@@ -5,6 +5,7 @@ machine without an NPU."""
 from __future__ import annotations
 
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import logging
 import sys
@@ -24,6 +25,11 @@ _modules: list[str] = []  # sys.modules entries install() made, undone by uninst
 
 def register_module(name: str, module: types.ModuleType) -> None:
     """Put ``module`` in ``sys.modules`` as ``name`` until :func:`uninstall`."""
+    if getattr(module, "__spec__", None) is None:
+        # importlib.util.find_spec("torch_npu") -- how transformers and accelerate probe for
+        # torch_npu -- raises ValueError for a module without a spec.
+        module.__spec__ = importlib.machinery.ModuleSpec(
+            module.__name__, None, is_package=hasattr(module, "__path__"))
     sys.modules[name] = module
     if name not in _modules:
         _modules.append(name)
