@@ -1,9 +1,13 @@
 """The arithmetic of npu_grouped_matmul: a few large matmuls, one per group.
 
-Speed (measured on the project's CPUs): one ``torch.mm`` per contiguous group slice, written
-straight into the output rows with ``out=``, runs at the dense-matmul roof in float32;
-float16/bfloat16 are upcast to float32 once (native half matmuls are 15-100x slower there) and
-rounded once at the end.  Empty groups cost nothing.
+Speed: one ``torch.mm`` per contiguous group slice, written straight into the output rows with
+``out=``, runs at the dense-matmul roof; empty groups cost nothing.  A bfloat16/float16 matmul
+without bias runs natively where the device has a float32-accumulating kernel for it (CUDA;
+bfloat16 on CPUs oneDNN drives with AVX-512: one rounding of the float32 sum, as the NPU's
+cube unit does, at 2-3x float32's speed there).  Otherwise (float16 on CPU runs a generic
+kernel at well under 1 GFLOP/s; AVX2-only CPUs likewise for bfloat16; and any call with a
+float32 bias, which must be added before the one rounding) the inputs are upcast to float32
+once and the result rounded once.
 
 Numerics (op-plugin golden ``test/test_custom_ops/test_npu_grouped_matmul.py``):
 
@@ -27,6 +31,29 @@ from .grouping import Segment
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def native_matmul(dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether ``torch.mm`` in ``dtype`` accumulates in float32 at full speed on ``device``."""
+    if dtype in (torch.float32, torch.float64):
+        return True
+    if device.type == "cuda":
+        return True
+    if device.type == "cpu" and dtype == torch.bfloat16:
+        return _cpu_bf16_matmul()
+    return False
+
+
+_CPU_BF16: list[bool] = []
+
+
+def _cpu_bf16_matmul() -> bool:
+    if not _CPU_BF16:
+        try:
+            _CPU_BF16.append(bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()))
+        except (AttributeError, RuntimeError):
+            _CPU_BF16.append(False)
+    return _CPU_BF16[0]
 
 
 def activation(y: torch.Tensor, act_type: int) -> torch.Tensor:
@@ -87,6 +114,8 @@ def float_groups(x2: torch.Tensor, segments: list[Segment], weight: Params, bias
                  n: int, out_dtype: torch.dtype, antiquant=None) -> torch.Tensor:
     """m-axis groups: rows ``[start, start + length)`` of ``x2`` times their group's weight."""
     ct = compute_dtype(x2.dtype)
+    if antiquant is None and not bias and native_matmul(x2.dtype, x2.device):
+        ct = x2.dtype                       # one rounding inside the matmul itself
     xc = x2.to(ct)
     y = torch.empty(x2.shape[0], n, dtype=ct, device=x2.device)
     covered = 0
@@ -150,7 +179,7 @@ def k_groups(x0: torch.Tensor, w0: torch.Tensor, segments: list[Segment],
     ``stacked``: one ``[E, m, n]`` tensor, else E separate ``[m, n]`` tensors (never views of
     one buffer: the schema's outputs do not alias each other).
     """
-    ct = compute_dtype(x0.dtype)
+    ct = x0.dtype if native_matmul(x0.dtype, x0.device) else compute_dtype(x0.dtype)
     xc, wc = x0.to(ct), w0.to(ct)
     shape = (x0.shape[0], w0.shape[1])
     if stacked:
