@@ -221,6 +221,9 @@ def test_non_contiguous_and_inputs_unchanged():
     ({"row_block_size": 2}, ValueError, "expected row_block_size one of"),
     ({"col_block_size": 128 + 1}, ValueError, "expected col_block_size one of"),
     ({"min_scale": -0.5}, ValueError, "expected min_scale a value >= 0"),
+    ({"min_scale": 1e300}, ValueError, "expected min_scale 0, or a value whose float32"),
+    ({"min_scale": 1e-300}, ValueError, "expected min_scale 0, or a value whose float32"),
+    ({"min_scale": math.inf}, ValueError, "expected min_scale 0, or a value whose float32"),
     ({"dst_type_max": -1.0}, ValueError, "expected dst_type_max a value >= 0"),
 ])
 def test_bad_arguments(kwargs, exc, msg):

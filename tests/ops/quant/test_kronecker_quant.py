@@ -133,6 +133,10 @@ def test_non_contiguous_and_inputs_unchanged():
     (((2, 3, 12), (3, 3), (12, 12)), {}, ValueError, "expected x a last dim"),
     (((2, 3, 8), (2, 2), (8, 8)), {}, RuntimeError, "expected kronecker_p1 shape"),
     (((2, 3, 8), (3, 3), (8, 8)), {"clip_ratio": 0.0}, ValueError, "expected clip_ratio"),
+    (((2, 3, 8), (3, 3), (8, 8)), {"clip_ratio": 1e-300}, ValueError,
+     "expected clip_ratio a value whose float32 rounding gives a finite"),
+    (((2, 3, 8), (3, 3), (8, 8)), {"clip_ratio": 1e-40}, ValueError,
+     "expected clip_ratio a value whose float32 rounding gives a finite"),
     (((2, 3, 7), (3, 3), (7, 7)), {"dst_dtype": 296}, ValueError, "expected x an even last dim"),
     (((2, 3, 8), (3, 3), (8, 8)), {"dst_dtype": 296, "dst_type_max": 5.0}, ValueError,
      "expected dst_type_max 0 or a value in"),
@@ -148,6 +152,19 @@ def test_bad_inputs(shapes, kwargs, exc, msg):
     x, p1, p2 = (torch.ones(s, dtype=torch.float16) for s in shapes)
     with pytest.raises(exc, match="npu_kronecker_quant: " + msg):
         na.npu_kronecker_quant(x, p1, p2, **kwargs)
+
+
+def test_smallest_clip_ratio_with_a_finite_factor_runs():
+    """clip_ratio 2.1e-38 still has a finite float32 factor 7 / clip_ratio: every nonzero
+    value saturates to 7 / -8, zeros stay 0, and the scale is amax * clip_ratio / 7."""
+    x = torch.tensor([[[1.0, -2.0, 0.0, 3.0, -4.0, 0.5, 0.0, -0.25]]], dtype=torch.float16)
+    eye1, eye8 = torch.eye(1, dtype=torch.float16), torch.eye(8, dtype=torch.float16)
+    q, scale = na.npu_kronecker_quant(x, eye1, eye8, clip_ratio=2.1e-38)
+    word = int(q.flatten()[0]) & 0xFFFFFFFF          # 8 int4 values, element 0 lowest
+    nibbles = [(word >> (4 * i)) & 0xF for i in range(8)]
+    assert [n - 16 if n >= 8 else n for n in nibbles] == [7, -8, 0, 7, -8, 7, 0, -8]
+    f32 = torch.tensor(2.1e-38, dtype=torch.float32)
+    assert torch.equal(scale, torch.tensor([4.0], dtype=torch.float32) * f32 / 7.0)
 
 
 def test_bad_dtypes():

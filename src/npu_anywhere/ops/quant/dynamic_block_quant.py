@@ -45,6 +45,17 @@ def _format(dst_type) -> core.QuantFormat:
                                spelled=DST_SPELLED)
 
 
+_FLOAT32_MAX = torch.finfo(torch.float32).max
+_MIN_SCALE_RANGE = "about 2.94e-39 to 3.4e38"
+
+
+def _float32_with_finite_reciprocal(value: float) -> bool:
+    if not value <= _FLOAT32_MAX:
+        return False
+    v32 = core._f32(value)
+    return v32 > 0.0 and 1.0 / v32 <= _FLOAT32_MAX
+
+
 def check_dynamic_block_quant(x, *, min_scale=0.0, round_mode="rint", dst_type=1,
                               row_block_size=1, col_block_size=128, dst_type_max=0.0):
     checks.expect_dtype(x, FLOATING, OP, "x")
@@ -53,6 +64,12 @@ def check_dynamic_block_quant(x, *, min_scale=0.0, round_mode="rint", dst_type=1
     checks.expect_nonempty(x, OP, "x")
     checks.expect(not math.isnan(min_scale) and min_scale >= 0.0, OP, "min_scale",
                   "a value >= 0", min_scale, ValueError)
+    # The kernel holds min_scale and the cap 1 / min_scale as float32: both must be finite and
+    # non-zero there, or the cap is inf / 0 (a 1e-300 rounds to 0, a 1e300 to inf).
+    checks.expect(min_scale == 0.0 or _float32_with_finite_reciprocal(min_scale), OP,
+                  "min_scale", "0, or a value whose float32 rounding and its float32 "
+                  f"reciprocal are finite and non-zero ({_MIN_SCALE_RANGE})", min_scale,
+                  ValueError)
     checks.expect_one_of(round_mode, ROUND_MODES, OP, "round_mode")
     checks.expect_one_of(row_block_size, ROW_BLOCK_SIZES, OP, "row_block_size")
     checks.expect_one_of(col_block_size, COL_BLOCK_SIZES, OP, "col_block_size")

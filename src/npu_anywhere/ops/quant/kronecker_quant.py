@@ -53,6 +53,11 @@ def _check_p(name, p, size, x, allow_empty=False):
     checks.expect(ok, OP, name, req, lambda: f"shape {tuple(p.shape)}")
 
 
+def _finite_int4_factor(clip_ratio: float) -> bool:
+    clip = core._f32(clip_ratio)
+    return clip > 0.0 and 7.0 / clip <= torch.finfo(torch.float32).max
+
+
 def check_kronecker_quant(x, kronecker_p1, kronecker_p2, clip_ratio=None, dst_dtype=None,
                           dst_type_max=None):
     is_mx = _is_mx(dst_dtype)
@@ -79,6 +84,11 @@ def check_kronecker_quant(x, kronecker_p1, kronecker_p2, clip_ratio=None, dst_dt
     if clip_ratio is not None:
         checks.expect(0.0 < clip_ratio <= 1.0, OP, "clip_ratio", "a value in (0, 1]",
                       clip_ratio, ValueError)
+        # The kernel multiplies by 7 / clip_ratio in float32: clip_ratio must stay non-zero in
+        # float32 and that factor finite (1e-300 rounds to 0; 1e-40 gives an inf factor).
+        checks.expect(_finite_int4_factor(clip_ratio), OP, "clip_ratio", "a value whose "
+                      "float32 rounding gives a finite float32 factor 7 / clip_ratio "
+                      "(clip_ratio >= about 2.06e-38)", clip_ratio, ValueError)
     dmax = 0.0 if dst_type_max is None else dst_type_max
     if is_mx:
         lo, hi = DST_TYPE_MAX_RANGE

@@ -50,6 +50,8 @@ def _block_quant() -> None:
                     f"{name}: expected col_block_size one of"),
         ErrorSample("min_scale", lambda: ((_g(2, 8),), {"min_scale": -1.0}), ValueError,
                     f"{name}: expected min_scale a value >= 0"),
+        ErrorSample("min_scale_tiny", lambda: ((_g(2, 8),), {"min_scale": 1e-300}), ValueError,
+                    f"{name}: expected min_scale 0, or a value whose float32"),
     ]
 
 
@@ -133,6 +135,8 @@ def _kronecker_quant() -> None:
                     f"{name}: expected kronecker_p2 shape"),
         ErrorSample("clip", lambda: (_kron(2, 3, 8)[0], {"clip_ratio": 1.5}), ValueError,
                     f"{name}: expected clip_ratio a value in"),
+        ErrorSample("clip_tiny", lambda: (_kron(2, 3, 8)[0], {"clip_ratio": 1e-300}), ValueError,
+                    f"{name}: expected clip_ratio a value whose float32"),
         ErrorSample("float4_odd_n", lambda: (_kron(2, 3, 7)[0], {"dst_dtype": 296}),
                     ValueError, f"{name}: expected x an even last dim"),
         ErrorSample("float4_dst_type_max", lambda: (_kron(2, 3, 8)[0], {
