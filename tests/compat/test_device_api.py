@@ -68,6 +68,20 @@ def test_device_name_follows_npu_anywhere_soc(npu, monkeypatch):
     assert npu.get_device_name() == "Ascend910B2" and npu.is_bf16_supported()
 
 
+@pytest.mark.parametrize("product,soc,code", [
+    ("A2", None, 224), ("A2", "Ascend910B1", 220), ("A3", None, 250), ("310P", None, 202),
+    ("950", None, 260), ("910", None, 102), (None, "Ascend910_9392", 253)])
+def test_soc_version_codes_fall_in_torch_npus_ranges(npu, monkeypatch, product, soc, code):
+    # Code picks layouts by range: 220-225 A2, 250-255 A3, 200-205 310P, 260 the 950.
+    if soc is None:
+        monkeypatch.delenv("NPU_ANYWHERE_SOC", raising=False)
+    else:
+        monkeypatch.setenv("NPU_ANYWHERE_SOC", soc)
+    import torch_npu
+    with npu_anywhere.strict(product):
+        assert npu.get_soc_version() == torch_npu._C._npu_get_soc_version() == code
+
+
 def test_typed_tensor_constructors(npu):
     t = npu.FloatTensor(2, 3)
     assert t.shape == (2, 3) and t.dtype == torch.float32 and t.device.type == "cpu"

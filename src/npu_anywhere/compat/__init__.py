@@ -107,6 +107,7 @@ def install(*, claim_npu: bool | None = None, device_strings_enabled: bool = Tru
     torch_npu.contrib = shim.make_contrib()
     register_module("torch_npu", torch_npu)
     register_module("torch_npu.contrib", torch_npu.contrib)
+    register_module("torch_npu._C", torch_npu._C)
     for name in ("torch_npu.npu", "torch.npu"):
         register_module(name, npu)
         register_module(f"{name}.amp", npu.amp)

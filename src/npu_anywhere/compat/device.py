@@ -194,6 +194,27 @@ def get_device_properties(device: Any = None) -> Any:
                                  multi_processor_count=cube)
 
 
+# torch_npu's SoC version codes (its SocVersion enum), which code compares in ranges:
+# 220-225 A2, 250-255 A3, 200-205 310P, 260 the 950, 100-104 the 910 line.
+_SOC_CODES = {
+    "Ascend910PremiumA": 100, "Ascend910ProA": 101, "Ascend910A": 102, "Ascend910ProB": 103,
+    "Ascend310P1": 200, "Ascend310P2": 201, "Ascend310P3": 202, "Ascend310P4": 203,
+    "Ascend310P5": 204, "Ascend310P7": 205,
+    "Ascend910B1": 220, "Ascend910B2": 221, "Ascend910B2C": 222, "Ascend910B3": 223,
+    "Ascend910B4": 224, "Ascend910B4-1": 225,
+    "Ascend910_9391": 250, "Ascend910_9381": 251, "Ascend910_9372": 252,
+    "Ascend910_9392": 253, "Ascend910_9382": 254, "Ascend910_9362": 255,
+}
+_PRODUCT_CODES = {targets.Product.ATLAS_TRAINING: 102, targets.Product.ATLAS_INFERENCE: 202,
+                  targets.Product.A2: 224, targets.Product.A3: 250,
+                  targets.Product.ASCEND_950: 260}
+
+
+def get_soc_version() -> int:
+    """torch_npu's SoC version code of :func:`get_device_name` (224 for Ascend910B4)."""
+    return _SOC_CODES.get(get_device_name(), _PRODUCT_CODES[product()])
+
+
 def get_device_capability(device: Any = None) -> tuple[int, int]:
     return (0, 0)
 
@@ -311,7 +332,7 @@ conv = types.SimpleNamespace(allow_hf32=True)
 
 API = ("is_available", "device_count", "current_device", "set_device", "device", "device_of",
        "is_initialized", "init", "_lazy_init", "synchronize", "set_compile_mode",
-       "get_device_name", "get_device_properties", "get_device_capability",
+       "get_device_name", "get_device_properties", "get_device_capability", "get_soc_version",
        "get_amp_supported_dtype", "is_bf16_supported", "is_support_inf_nan",
        "_is_in_bad_fork", "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
        "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",

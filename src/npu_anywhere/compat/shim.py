@@ -53,6 +53,9 @@ def make_torch_npu(device_module: types.ModuleType) -> types.ModuleType:
         setattr(module, dtype_name, code)
     module.__getattr__ = _module_getattr("torch_npu", _ops.TORCH_NPU_FUNCTIONS,
                                          library.TORCH_NPU_NS, {"torch_npu", "custom"})
+    # torch_npu._C: the one private hook scripts call (_npu_get_soc_version, to pick layouts).
+    module._C = types.ModuleType("torch_npu._C", "torch_npu._C (npu_anywhere shim)")
+    module._C._npu_get_soc_version = device_module.get_soc_version
     return module
 
 
