@@ -70,7 +70,7 @@ def test_device_name_follows_npu_anywhere_soc(npu, monkeypatch):
 
 @pytest.mark.parametrize("product,soc,code", [
     ("A2", None, 224), ("A2", "Ascend910B1", 220), ("A3", None, 250), ("310P", None, 202),
-    ("950", None, 260), ("910", None, 102), (None, "Ascend910_9392", 253)])
+    ("950", None, 260), ("910", None, 102), (None, "Ascend910_9392", 251), (None, "Ascend910_9382", 253)])
 def test_soc_version_codes_fall_in_torch_npus_ranges(npu, monkeypatch, product, soc, code):
     # Code picks layouts by range: 220-225 A2, 250-255 A3, 200-205 310P, 260 the 950.
     if soc is None:

@@ -194,16 +194,16 @@ def get_device_properties(device: Any = None) -> Any:
                                  multi_processor_count=cube)
 
 
-# torch_npu's SoC version codes (its SocVersion enum), which code compares in ranges:
+# torch_npu's SoC version codes (c10_npu::SocVersion), which code compares in ranges:
 # 220-225 A2, 250-255 A3, 200-205 310P, 260 the 950, 100-104 the 910 line.
 _SOC_CODES = {
     "Ascend910PremiumA": 100, "Ascend910ProA": 101, "Ascend910A": 102, "Ascend910ProB": 103,
-    "Ascend310P1": 200, "Ascend310P2": 201, "Ascend310P3": 202, "Ascend310P4": 203,
+    "Ascend910B": 104, "Ascend310P1": 200, "Ascend310P2": 201, "Ascend310P3": 202, "Ascend310P4": 203,
     "Ascend310P5": 204, "Ascend310P7": 205,
     "Ascend910B1": 220, "Ascend910B2": 221, "Ascend910B2C": 222, "Ascend910B3": 223,
     "Ascend910B4": 224, "Ascend910B4-1": 225,
-    "Ascend910_9391": 250, "Ascend910_9381": 251, "Ascend910_9372": 252,
-    "Ascend910_9392": 253, "Ascend910_9382": 254, "Ascend910_9362": 255,
+    "Ascend910_9391": 250, "Ascend910_9392": 251, "Ascend910_9381": 252,
+    "Ascend910_9382": 253, "Ascend910_9372": 254, "Ascend910_9362": 255,
 }
 _PRODUCT_CODES = {targets.Product.ATLAS_TRAINING: 102, targets.Product.ATLAS_INFERENCE: 202,
                   targets.Product.A2: 224, targets.Product.A3: 250,
