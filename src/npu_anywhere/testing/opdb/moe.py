@@ -1,0 +1,148 @@
+"""Op database entries of the MoE routing family."""
+
+from __future__ import annotations
+
+import torch
+
+from . import ErrorSample, Sample, entry as _entry, randn as _g
+
+_I32 = torch.int32
+
+
+def _ids(n, k, experts, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(0, experts, (n, k), generator=gen, dtype=_I32)
+
+
+def _row_idx(n, k):
+    return torch.arange(n * k, dtype=_I32).view(k, n).t().contiguous()
+
+
+def _gating() -> None:
+    e = _entry("npu_moe_gating_top_k_softmax")
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        e.samples.append(Sample(f"2d_{str(dtype)[6:]}", lambda dtype=dtype:
+                                ((_g(5, 8, dtype=dtype), None, 3), {})))
+    e.samples.append(Sample("3d_finished", lambda: (
+        (_g(2, 3, 6), torch.tensor([[True, False, False], [False, True, False]]), 2), {})))
+    e.errors += [
+        ErrorSample("k_too_big", lambda: ((_g(3, 4), None, 5), {}), ValueError,
+                    "npu_moe_gating_top_k_softmax: expected k in"),
+        ErrorSample("one_d", lambda: ((_g(4), None, 1), {}), ValueError,
+                    "npu_moe_gating_top_k_softmax: expected x a 2-D or 3-D tensor"),
+        ErrorSample("finished_shape", lambda: ((_g(3, 4), torch.zeros(4, dtype=torch.bool), 1),
+                                               {}), RuntimeError,
+                    "npu_moe_gating_top_k_softmax: expected finished the shape"),
+    ]
+    v2 = _entry("npu_moe_gating_top_k_softmax_v2")
+    for renorm, soft in ((0, False), (0, True), (1, False)):
+        v2.samples.append(Sample(f"renorm{renorm}_softmax{soft}", lambda r=renorm, s=soft: (
+            (_g(4, 7, dtype=torch.float16),), {"k": 2, "renorm": r, "output_softmax": s})))
+    v2.samples.append(Sample("3d_finished", lambda: (
+        (_g(2, 2, 5),), {"k": 3, "finished": torch.tensor([[True, False], [False, False]]),
+                         "output_softmax": True})))
+    v2.errors += [
+        ErrorSample("renorm", lambda: ((_g(3, 4),), {"k": 1, "renorm": 3}), ValueError,
+                    "npu_moe_gating_top_k_softmax_v2: expected renorm"),
+        ErrorSample("k_zero", lambda: ((_g(3, 4),), {"k": 0}), ValueError,
+                    "npu_moe_gating_top_k_softmax_v2: expected k in"),
+    ]
+
+
+def _init_routing() -> None:
+    e = _entry("npu_moe_init_routing")
+    for dtype in (torch.float32, torch.bfloat16):
+        e.samples.append(Sample(f"k2_{str(dtype)[6:]}", lambda dtype=dtype: (
+            (_g(5, 8, dtype=dtype), _row_idx(5, 2), _ids(5, 2, 4), 5), {})))
+    e.samples.append(Sample("active_fewer", lambda: ((_g(6, 4), _row_idx(6, 3), _ids(6, 3, 5), 2),
+                                                     {})))
+    e.errors += [
+        ErrorSample("expert_dtype", lambda: ((_g(5, 8), _row_idx(5, 2), _ids(5, 2, 4).long(), 5),
+                                             {}), TypeError,
+                    "npu_moe_init_routing: expected expert_idx dtype in"),
+        ErrorSample("active_negative", lambda: ((_g(5, 8), _row_idx(5, 2), _ids(5, 2, 4), -2),
+                                                {}), ValueError,
+                    "npu_moe_init_routing: expected active_num >= 0"),
+    ]
+    t = _entry("npu_moe_compute_expert_tokens")
+    t.samples.append(Sample("sorted", lambda: (
+        (torch.sort(_ids(1, 20, 7).reshape(-1)).values, 6), {})))
+    t.errors.append(ErrorSample("two_d", lambda: ((_ids(2, 3, 4), 4), {}), ValueError,
+                                "npu_moe_compute_expert_tokens: expected sorted_expert_for_"
+                                "source_row a 1-D tensor"))
+
+
+def _init_routing_v2() -> None:
+    e = _entry("npu_moe_init_routing_v2")
+    base = {"expert_num": 6, "expert_tokens_num_flag": True}
+    e.samples += [
+        Sample("dropless_count_range", lambda: ((_g(5, 8), _ids(5, 3, 6)), dict(
+            base, active_num=15, expert_tokens_num_type=1, active_expert_range=[1, 5],
+            scale=_g(5)))),
+        Sample("dropless_cumsum_scatter", lambda: ((_g(5, 8, dtype=torch.bfloat16), _ids(5, 3, 6)),
+                                                   dict(base, expert_tokens_num_type=0,
+                                                        row_idx_type=1))),
+        Sample("key_value_dynamic_quant", lambda: ((_g(4, 16), _ids(4, 2, 6)), dict(
+            base, expert_tokens_num_type=2, quant_mode=1, scale=_g(6, 16)))),
+        Sample("static_quant_active", lambda: ((_g(4, 8, dtype=torch.float16), _ids(4, 2, 6)), dict(
+            base, active_num=5, expert_tokens_num_type=1, quant_mode=0, scale=torch.tensor([2.0]),
+            offset=torch.tensor([0.5])))),
+        Sample("drop_pad", lambda: ((_g(6, 8), _ids(6, 2, 6)), dict(
+            base, drop_pad_mode=1, expert_capacity=2, expert_tokens_num_type=1))),
+        Sample("drop_pad_dynamic_quant", lambda: ((_g(6, 8), _ids(6, 2, 6)), dict(
+            base, drop_pad_mode=1, expert_capacity=3, quant_mode=1))),
+        Sample("no_counts_int8", lambda: ((torch.ones(3, 4, dtype=torch.int8), _ids(3, 2, 4)),
+                                          {"expert_num": 4})),
+    ]
+    e.errors += [
+        ErrorSample("expert_num", lambda: ((_g(4, 8), _ids(4, 2, 4)), {}), ValueError,
+                    "npu_moe_init_routing_v2: expected expert_num in"),
+        ErrorSample("capacity", lambda: ((_g(4, 8), _ids(4, 2, 4)),
+                                         {"expert_num": 4, "drop_pad_mode": 1}), ValueError,
+                    "npu_moe_init_routing_v2: expected expert_capacity > 0"),
+        ErrorSample("mx_quant", lambda: ((_g(4, 8), _ids(4, 2, 4)),
+                                         {"expert_num": 4, "quant_mode": 3}), NotImplementedError,
+                    "npu_moe_init_routing_v2: expected quant_mode -1, 0 or 1"),
+        ErrorSample("scale_shape", lambda: ((_g(4, 8), _ids(4, 2, 4)),
+                                            {"expert_num": 4, "scale": _g(3)}), RuntimeError,
+                    "npu_moe_init_routing_v2: expected scale shape"),
+    ]
+
+
+def _finalize() -> None:
+    e = _entry("npu_moe_finalize_routing")
+    n, k, h, experts = 4, 2, 6, 5
+
+    def perm():
+        return torch.randperm(n * k, generator=torch.Generator().manual_seed(0)).to(_I32)
+
+    for dtype in (torch.float32, torch.bfloat16):
+        e.samples.append(Sample(f"mode0_full_{str(dtype)[6:]}", lambda dtype=dtype: (
+            (_g(n * k, h, dtype=dtype), _g(n, h, dtype=dtype), _g(n, h, dtype=dtype),
+             _g(experts, h, dtype=dtype), _g(n, k, dtype=dtype), perm(), _ids(n, k, experts),
+             0), {})))
+    e.samples.append(Sample("mode2_no_optionals", lambda: (
+        (_g(n * k, h), None, None, None, None, perm(), None, 2), {"k": k})))
+    e.samples.append(Sample("mode1_drop_pad", lambda: (
+        (_g(experts, 3, h), _g(n, h), None, _g(experts, h), _g(n, k),
+         torch.tensor([0, -1, 4, 7, 14, -1, 2, 9], dtype=_I32), _ids(n, k, experts), 1), {})))
+    e.samples.append(Sample("mode3_drop_pad_row_order", lambda: (
+        (_g(experts, 3, h), None, None, None, _g(n, k),
+         torch.tensor([0, -1, 4, 7, 14, -1, 2, 9], dtype=_I32), None, 3), {})))
+    e.errors += [
+        ErrorSample("mode", lambda: ((_g(n * k, h), None, None, None, _g(n, k), perm(), None, 5),
+                                     {}), ValueError,
+                    "npu_moe_finalize_routing: expected drop_pad_mode one of"),
+        ErrorSample("skip2_alone", lambda: ((_g(n * k, h), None, _g(n, h), None, _g(n, k), perm(),
+                                             None, 0), {}), ValueError,
+                    "npu_moe_finalize_routing: expected skip2 None when skip1 is None"),
+        ErrorSample("rows_dims", lambda: ((_g(n * k, h), None, None, None, _g(n, k), perm(), None,
+                                           1), {}), ValueError,
+                    "npu_moe_finalize_routing: expected expanded_permuted_rows a 3-D tensor"),
+    ]
+
+
+_gating()
+_init_routing()
+_init_routing_v2()
+_finalize()

@@ -1,0 +1,151 @@
+"""npu_moe_gating_top_k_softmax (+ _v2) against goldens written from the docs.
+
+Seed 004 and op-plugin's goldens (test_npu_moe_gating_top_k_softmax*.py): softmax over the last
+dim, the k largest with ties broken by the lower expert id (a stable argsort of -p), finished
+rows routed to expert E, ``row_idx[n, j] = j * N + n``.  The goldens below are plain Python
+loops over rows in float64 (v1 rounds p to the input dtype before ranking, as its golden does).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import npu_anywhere as na
+from npu_anywhere.testing.tolerances import assert_close_to_golden
+
+
+def softmax64(row):
+    m = max(row)
+    e = [math.exp(v - m) for v in row]
+    s = sum(e)
+    return [v / s for v in e]
+
+
+def rank(values, k):
+    # Descending by value, ties by ascending index.
+    return sorted(range(len(values)), key=lambda i: (-values[i], i))[:k]
+
+
+def golden_v1(x, finished, k):
+    e = x.shape[-1]
+    flat = x.reshape(-1, e).double().tolist()
+    n = len(flat)
+    fin = finished.reshape(-1).tolist() if finished is not None else [False] * n
+    ys, ids = [], []
+    for r, row in enumerate(flat):
+        p = torch.tensor(softmax64(row), dtype=torch.float64).to(x.dtype).double().tolist()
+        top = rank(p, k)
+        ys.append([p[i] for i in top])
+        ids.append([e if fin[r] else i for i in top])
+    row_idx = [[j * n + r for j in range(k)] for r in range(n)]
+    shape = (*x.shape[:-1], k)
+    return (torch.tensor(ys, dtype=torch.float64).reshape(shape),
+            torch.tensor(ids, dtype=torch.int32).reshape(shape),
+            torch.tensor(row_idx, dtype=torch.int32).reshape(shape))
+
+
+def make(shape, dtype, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.rand(shape, generator=gen, dtype=torch.float64) * 4 - 2).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shape,k", [((7, 13), 3), ((2, 3, 9), 1), ((5, 6), 6)])
+@pytest.mark.parametrize("with_finished", [False, True])
+def test_v1_matches_golden(dtype, shape, k, with_finished):
+    x = make(shape, dtype)
+    finished = (torch.arange(math.prod(shape[:-1])) % 3 == 1).reshape(shape[:-1]) \
+        if with_finished else None
+    y, ids, row_idx = na.npu_moe_gating_top_k_softmax(x, finished, k=k)
+    gy, gids, grow = golden_v1(x, finished, k)
+    assert y.dtype == dtype and ids.dtype == torch.int32 and row_idx.dtype == torch.int32
+    assert_close_to_golden(y, gy)
+    assert torch.equal(ids, gids)
+    assert torch.equal(row_idx, grow)
+
+
+def test_ties_keep_lower_expert_first():
+    x = torch.tensor([[1.0, 3.0, 3.0, 1.0, 3.0]])
+    _, ids, _ = na.npu_moe_gating_top_k_softmax(x, None, k=4)
+    assert ids.tolist() == [[1, 2, 4, 0]]
+
+
+def test_non_contiguous_input_and_untouched():
+    base = make((9, 16), torch.float32)
+    x = base[:, ::2]
+    before = x.clone()
+    y, ids, _ = na.npu_moe_gating_top_k_softmax(x, None, k=2)
+    gy, gids, _ = golden_v1(x.contiguous(), None, 2)
+    assert_close_to_golden(y, gy)
+    assert torch.equal(ids, gids)
+    assert torch.equal(x, before)
+
+
+def golden_v2(x, finished, k, renorm, output_softmax):
+    e = x.shape[-1]
+    flat = x.reshape(-1, e).double().tolist()
+    fin = finished.reshape(-1).tolist() if finished is not None else [False] * len(flat)
+    ys, ids, sms = [], [], []
+    for r, row in enumerate(flat):
+        if renorm == 1:
+            top = rank(row, k)
+            ys.append(softmax64([row[i] for i in top]))
+        else:
+            p = softmax64(row)
+            top = rank(p, k)
+            ys.append([p[i] for i in top])
+            sms.append(p)
+        ids.append([e if fin[r] else i for i in top])
+    shape = (*x.shape[:-1], k)
+    sm = torch.tensor(sms, dtype=torch.float64).reshape(x.shape) \
+        if renorm == 0 and output_softmax else torch.empty(0, dtype=torch.float64)
+    return (torch.tensor(ys, dtype=torch.float64).reshape(shape),
+            torch.tensor(ids, dtype=torch.int32).reshape(shape), sm)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("renorm,output_softmax", [(0, False), (0, True), (1, False), (1, True)])
+def test_v2_matches_golden(dtype, renorm, output_softmax):
+    x = make((2, 5, 11), dtype, seed=3)
+    finished = torch.tensor([[True, False, False, True, False], [False] * 5])
+    y, ids, sm = na.npu_moe_gating_top_k_softmax_v2(x, k=3, finished=finished, renorm=renorm,
+                                                   output_softmax=output_softmax)
+    gy, gids, gsm = golden_v2(x, finished, 3, renorm, output_softmax)
+    assert y.dtype == dtype and sm.dtype == torch.float32
+    assert_close_to_golden(y, gy)
+    assert torch.equal(ids, gids)
+    assert sm.shape == gsm.shape
+    if sm.numel():
+        assert_close_to_golden(sm, gsm, dtype=torch.float32)
+
+
+def test_bad_inputs():
+    x = make((4, 6), torch.float32)
+    with pytest.raises(ValueError, match="npu_moe_gating_top_k_softmax: expected k in"):
+        na.npu_moe_gating_top_k_softmax(x, None, k=7)
+    with pytest.raises(ValueError, match="expected k in"):
+        torch.ops.npu.npu_moe_gating_top_k_softmax(x, None, 0)
+    with pytest.raises(ValueError, match="expected x a 2-D or 3-D tensor"):
+        na.npu_moe_gating_top_k_softmax(make((6,), torch.float32), None, k=1)
+    with pytest.raises(TypeError, match="expected finished dtype in"):
+        na.npu_moe_gating_top_k_softmax(x, torch.zeros(4, dtype=torch.int32), k=1)
+    with pytest.raises(RuntimeError, match="expected finished the shape x.shape"):
+        na.npu_moe_gating_top_k_softmax(x, torch.zeros(5, dtype=torch.bool), k=1)
+    with pytest.raises(TypeError, match="expected x dtype in"):
+        na.npu_moe_gating_top_k_softmax(x.int(), None, k=1)
+    with pytest.raises(ValueError, match="npu_moe_gating_top_k_softmax_v2: expected renorm"):
+        na.npu_moe_gating_top_k_softmax_v2(x, k=1, renorm=2)
+
+
+def test_strict_mode():
+    x = make((4, 6), torch.float32)
+    with na.strict("A2"):
+        na.npu_moe_gating_top_k_softmax(x, None, k=2)
+        with pytest.raises(TypeError, match="expected x dtype in"):
+            na.npu_moe_gating_top_k_softmax(x.double(), None, k=2)
+    with na.strict("310P"):
+        with pytest.raises(Exception, match="npu_moe_gating_top_k_softmax"):
+            na.npu_moe_gating_top_k_softmax(x, None, k=2)
