@@ -1,0 +1,90 @@
+"""Op database entries of the matmul family (quantized and weight-quantized matmuls)."""
+
+from __future__ import annotations
+
+import torch
+
+from . import ErrorSample, Sample, entry as _entry
+
+_I8, _I32, _F32, _BF16, _F16 = torch.int8, torch.int32, torch.float32, torch.bfloat16, torch.float16
+
+
+def _i8(*shape):
+    return torch.randint(-128, 128, shape, dtype=_I8)
+
+
+def _i4_packed(*shape):
+    """int32 words of eight random int4 values each."""
+    return torch.randint(-2 ** 31, 2 ** 31 - 1, shape, dtype=_I32)
+
+
+def _word(n: int) -> torch.Tensor:
+    """npu_trans_quant_param-style words for scales in [0.001, 0.01) and offsets in [-3, 3]."""
+    from ...ops.quant.trans_quant_param import trans_quant_param_reference
+    return trans_quant_param_reference(torch.rand(n) * 0.009 + 0.001,
+                                       torch.randint(-3, 4, (n,)).to(_F32))
+
+
+# -- npu_quant_matmul ----------------------------------------------------------------------------
+
+def _quant_matmul() -> None:
+    e = _entry("npu_quant_matmul")
+    s = e.samples
+    s.append(Sample("int8_out_f32_scale_offset", lambda: (
+        (_i8(5, 24), _i8(24, 7), torch.rand(7) * 0.01),
+        {"offset": torch.randn(7), "bias": torch.randint(-99, 99, (7,), dtype=_I32)})))
+    s.append(Sample("int8_out_word_scale", lambda: ((_i8(3, 16), _i8(16, 6), _word(6)), {})))
+    s.append(Sample("fp16_out_word_per_tensor", lambda: (
+        (_i8(2, 4, 16), _i8(16, 5), _word(1)), {"output_dtype": _F16})))
+    s.append(Sample("bf16_pertoken_bf16_bias_x2_t", lambda: (
+        (_i8(4, 32), _i8(6, 32).t(), torch.rand(6).to(_BF16)),
+        {"pertoken_scale": torch.rand(4), "bias": torch.randn(6).to(_BF16),
+         "output_dtype": _BF16})))
+    s.append(Sample("fp16_pertoken_f32_bias", lambda: (
+        (_i8(3, 8), _i8(8, 4), torch.rand(1)),
+        {"pertoken_scale": torch.rand(3), "bias": torch.randn(4), "output_dtype": _F16})))
+    s.append(Sample("int32_out_batch_broadcast", lambda: (
+        (_i8(2, 1, 3, 8), _i8(3, 8, 5), torch.rand(5)),
+        {"bias": torch.randint(-9, 9, (5,), dtype=_I32), "output_dtype": _I32})))
+    s.append(Sample("bias_3d", lambda: (
+        (_i8(1, 3, 8), _i8(2, 8, 4), torch.rand(4)),
+        {"bias": torch.randint(-9, 9, (2, 1, 4), dtype=_I32), "output_dtype": _BF16})))
+    s.append(Sample("int4_fp16_word", lambda: (
+        (_i4_packed(3, 2), _i4_packed(16, 1), _word(8)), {"output_dtype": _F16})))
+    s.append(Sample("int4_x2_transposed_bf16_pertoken", lambda: (
+        (_i4_packed(3, 2), _i4_packed(8, 2).t(), torch.rand(8)),
+        {"pertoken_scale": torch.rand(3), "output_dtype": _BF16})))
+    err = e.errors
+    err.append(ErrorSample("k_mismatch", lambda: ((_i8(3, 8), _i8(9, 4), torch.rand(4)), {}),
+                           RuntimeError, "npu_quant_matmul: expected x2 a k dim equal"))
+    err.append(ErrorSample("scale_size", lambda: ((_i8(3, 8), _i8(8, 4), torch.rand(3)), {}),
+                           ValueError, "npu_quant_matmul: expected scale a 1-D tensor of size"))
+    err.append(ErrorSample("dtype_mismatch", lambda: (
+        (_i8(3, 8), torch.zeros(8, 4, dtype=_I32), torch.rand(4)), {}), TypeError,
+        "npu_quant_matmul: expected x2 the dtype of x1"))
+    err.append(ErrorSample("word_scale_bf16_out", lambda: (
+        (_i8(3, 8), _i8(8, 4), _word(4)), {"output_dtype": _BF16}), ValueError,
+        "npu_quant_matmul: expected output_dtype torch.int8 or torch.float16 when scale"))
+    err.append(ErrorSample("pertoken_int8_out", lambda: (
+        (_i8(3, 8), _i8(8, 4), torch.rand(4)), {"pertoken_scale": torch.rand(3)}), ValueError,
+        "npu_quant_matmul: expected pertoken_scale None unless"))
+    err.append(ErrorSample("offset_fp16_out", lambda: (
+        (_i8(3, 8), _i8(8, 4), torch.rand(4)), {"offset": torch.rand(4),
+                                                 "output_dtype": _F16}), ValueError,
+        "npu_quant_matmul: expected offset None unless"))
+    err.append(ErrorSample("bias_shape", lambda: (
+        (_i8(3, 8), _i8(8, 4), torch.rand(4)), {"bias": torch.zeros(3, 4, dtype=_I32)}),
+        ValueError, "npu_quant_matmul: expected bias one of the shapes"))
+    err.append(ErrorSample("fp8", lambda: (
+        (torch.zeros(3, 8).to(torch.float8_e4m3fn), torch.zeros(8, 4).to(torch.float8_e4m3fn),
+         torch.rand(4)), {"output_dtype": _BF16}), NotImplementedError,
+        "npu_quant_matmul: expected x1 int8 or int32"))
+    err.append(ErrorSample("group_sizes", lambda: (
+        (_i8(3, 8), _i8(8, 4), torch.rand(4)), {"group_sizes": [1, 1, 4]}),
+        NotImplementedError, "npu_quant_matmul: expected group_sizes None"))
+    err.append(ErrorSample("output_float32", lambda: (
+        (_i8(3, 8), _i8(8, 4), torch.rand(4)), {"output_dtype": _F32}), ValueError,
+        "npu_quant_matmul: expected output_dtype torch.int8, torch.float16"))
+
+
+_quant_matmul()
