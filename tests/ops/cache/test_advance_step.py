@@ -180,11 +180,16 @@ def test_reading_past_the_table_raises_and_changes_nothing():
     ("narrow_table", ValueError, "block_tables a second dim larger than max\\(seq_lens\\) // "
                                  "block_size"),
     ("negative_len", ValueError, "seq_lens non-negative values"),
+    ("huge_entry", ValueError, "block_tables entries whose slots .* fit in int64"),
+    ("huge_negative_entry", ValueError, "block_tables entries whose slots .* fit in int64"),
 ])
 def test_bad_values_raise_and_change_nothing(change, error, match):
     args = make()
     if change == "narrow_table":
         args[5] = args[5][:, :-1]
+    elif change in ("huge_entry", "huge_negative_entry"):
+        # every entry: (2**62 + W * i) * block_size would wrap around int64 into a small slot
+        args[5] = args[5].clone().fill_(2 ** 62 if change == "huge_entry" else -2 ** 62)
     else:
         args[3][-1] = -3
     before = [t.clone() for t in state(args)]
@@ -202,6 +207,9 @@ def test_bad_values_raise_and_change_nothing(change, error, match):
     ("table_rows", RuntimeError, "block_tables a 2-D tensor with num_seqs \\(9\\) rows"),
     ("empty_table", ValueError, "block_tables a non-empty tensor"),
     ("huge", ValueError, "num_seqs < 200000000"),
+    ("scalar_state", RuntimeError, "slot_mapping shape \\(9,\\) \\(num_seqs\\), but got shape "
+                                   "\\(\\)"),
+    ("matrix_state", RuntimeError, "input_positions shape \\(9,\\) \\(num_seqs\\)"),
 ])
 def test_bad_metadata(change, error, match):
     args = make()
@@ -220,6 +228,10 @@ def test_bad_metadata(change, error, match):
         args[5] = args[5][:4]
     elif change == "empty_table":
         args[5] = args[5][:, :0]
+    elif change == "scalar_state":
+        args[4] = torch.tensor(0)
+    elif change == "matrix_state":
+        args[2] = args[2].reshape(3, 3)
     else:
         args[6] = 200_000_000
     with pytest.raises(error, match=f"{OP} {match}"):
@@ -250,6 +262,26 @@ def test_bad_speculative_metadata(change, error, match):
         args[0] = args[0][:10]
     with pytest.raises(error, match=f"{OP} {match}"):
         na.npu_advance_step_flashattn(*args, **kw)
+
+
+def test_speculative_huge_table_entry_raises_and_changes_nothing():
+    args, kw = make_spec()
+    args[5] = args[5].clone().fill_(2 ** 62)
+    before = [t.clone() for t in state(args)]
+    with pytest.raises(ValueError, match=f"{OP} block_tables entries whose slots"):
+        na.npu_advance_step_flashattn(*args, **kw)
+    _untouched(args, before)
+
+
+def test_largest_table_entry_that_fits_gives_the_exact_slot():
+    """The bound is exact: the largest block number whose slots fit runs and its slot is the
+    formula's, computed here in Python integers."""
+    args = make(num_seqs=3, num_queries=1, bs=4)
+    bound = (2 ** 63 - 1 - 3) // 4
+    args[5] = args[5].clone().fill_(bound)            # row 0: no W * i added
+    p = int(args[3][0])
+    na.npu_advance_step_flashattn(*args)
+    assert int(args[4][0]) == bound * 4 + p % 4
 
 
 def test_strict_mode_and_autograd():

@@ -532,6 +532,15 @@ def test_nz_constraints():
     big_v = sentinel((1, vc.shape[1], 65535, 16), torch.float16)
     with pytest.raises(ValueError, match=f"{OP} key_cache a block_size \\(dim -2\\) below 65535"):
         na.npu_scatter_pa_kv_cache(key, value, big_k, big_v, slots)
+    # a cache of too few dims names no block size: a clean error, in eager and under FakeTensor
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    for name, bad in (("key_cache", (torch.tensor(0.0, dtype=torch.float16), vc)),
+                      ("value_cache", (kc, vc.flatten(1)))):
+        with pytest.raises(RuntimeError, match=f"{OP} {name} a 4-D or 5-D NZ cache") as eager:
+            na.npu_scatter_pa_kv_cache(key, value, *bad, slots)
+        with FakeTensorMode() as fm, pytest.raises(RuntimeError) as fake:
+            na.npu_scatter_pa_kv_cache(*(fm.from_tensor(t) for t in (key, value, *bad, slots)))
+        assert str(fake.value) == str(eager.value)
 
 
 def test_compress_metadata():

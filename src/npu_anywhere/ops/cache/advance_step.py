@@ -82,7 +82,8 @@ def check_advance_step_flashattn(input_tokens, sampled_token_ids, input_position
                       lambda: f"> num_queries ({num_queries}) without spec_token", num_seqs,
                       ValueError)
         for name, t in state.items():
-            checks.expect(t.shape[0] == num_seqs and t.numel() == num_seqs, op, name,
+            checks.expect(t.dim() >= 1 and t.shape[0] == num_seqs and t.numel() == num_seqs,
+                          op, name,
                           lambda: f"shape ({num_seqs},) (num_seqs)", _shape(t), RuntimeError)
         checks.expect(tuple(sampled_token_ids.shape) == (num_queries, 1), op,
                       "sampled_token_ids", lambda: f"shape ({num_queries}, 1) (num_queries, 1)",
@@ -124,6 +125,24 @@ def _check_table_width(seq_lens, block_tables, block_size):
                   actual=f"shape {tuple(block_tables.shape)}", error=ValueError)
 
 
+_INT64_MAX = 2 ** 63 - 1
+
+
+def _expect_slots_fit(entry, added, block_size):
+    """``(entry + added) * block_size + offset`` (offset < block_size) must not wrap around
+    int64: a block_tables entry near 2**62 would otherwise give a plausible wrong slot."""
+    bound = (_INT64_MAX - (block_size - 1)) // block_size       # |block number| allowed
+    # added >= 0, so bound - added cannot wrap, and entry + added is formed only for negative
+    # entries, where it cannot wrap either
+    low = torch.where(entry < 0, entry + added, torch.zeros_like(entry))
+    bad = (entry > bound - added) | (low < -bound)
+    if bool(bad.any()):
+        value = int(entry[bad][0])
+        checks.expect(False, OP, "block_tables", "entries whose slots (entry + block_tables."
+                      f"shape[1] * row) * block_size fit in int64 (|block number| <= {bound})",
+                      f"an entry {value}", ValueError)
+
+
 def advance_step_reference(input_tokens, sampled_token_ids, input_positions, seq_lens,
                            slot_mapping, block_tables, num_seqs, num_queries, block_size, *,
                            spec_token=None, accepted_num=None):
@@ -146,8 +165,9 @@ def _advance(input_tokens, sampled, input_positions, seq_lens, slot_mapping, tab
     pos = lens[:q].clone()
     rows = torch.arange(q, device=pos.device)
     # The documented/kernel formula (not vLLM's block_tables[i, p // bs]): see the module doc.
-    slot = (table[torch.div(pos, block_size, rounding_mode="floor")] + width * rows) * block_size \
-        + torch.remainder(pos, block_size)
+    entry = table[torch.div(pos, block_size, rounding_mode="floor")]
+    _expect_slots_fit(entry, width * rows, block_size)
+    slot = (entry + width * rows) * block_size + torch.remainder(pos, block_size)
     new_tokens = sampled[:, 0].clone()
     tokens[:q] = new_tokens
     tokens[q:] = 0
@@ -176,7 +196,9 @@ def _advance_spec(input_tokens, sampled, input_positions, seq_lens, slot_mapping
                       f"// block_size within its {table.numel()} elements)",
                       f"position {int(pos[i, j])} of request {i} (flat entry {int(flat[i, j])})",
                       IndexError)
-    slot = table[flat] * block_size + within
+    entry = table[flat]
+    _expect_slots_fit(entry, torch.zeros_like(entry), block_size)
+    slot = entry * block_size + within
     extended = torch.cat((sampled, torch.full_like(sampled[:, :1], -1)), dim=1)
     first_min = torch.argmin(extended, dim=1)          # the first minimum, as the kernel finds
     before = sampled.gather(1, torch.clamp(first_min - 1, min=0)[:, None])[:, 0]

@@ -123,6 +123,10 @@ def _check_nd(op, key, value, key_cache, value_cache):
 
 def _check_nz(op, key, value, key_cache, value_cache):
     _, heads, _ = key.shape
+    for name, cache in (("key_cache", key_cache), ("value_cache", value_cache)):
+        # before any dim is read from it: a 0-D or 2-D cache names no block size
+        checks.expect(cache.dim() in (4, 5), op, name, "a 4-D or 5-D NZ cache (cache_mode "
+                      "'PA_NZ')", _shape(cache), RuntimeError)
     num_blocks, block_size = key_cache.shape[0], key_cache.shape[-2]
     for name, x, cache_name, cache in (("key", key, "key_cache", key_cache),
                                        ("value", value, "value_cache", value_cache)):

@@ -264,6 +264,10 @@ def _pa_errors(op):
         args, kw = _pa_nz(dk=8)
         return args, kw
 
+    def scalar_nz_cache():
+        args, kw = _pa_nz()
+        return args[:2] + (args[2].flatten()[0],) + args[3:], kw
+
     return [
         ErrorSample("cache_mode", lambda: (_pa_nd()[0], {"cache_mode": "NZ"}), ValueError,
                     f"{op}: expected cache_mode one of"),
@@ -274,6 +278,8 @@ def _pa_errors(op):
                     f"{op}: expected key dtype in"),
         ErrorSample("nz_cache_shape", nz_bad_cache, RuntimeError,
                     f"{op}: expected key_cache an NZ cache of shape"),
+        ErrorSample("nz_cache_0d", scalar_nz_cache, RuntimeError,
+                    f"{op}: expected key_cache a 4-D or 5-D NZ cache"),
         ErrorSample("nz_head_bytes", bad_head, ValueError,
                     f"{op}: expected key a head size whose bytes"),
         ErrorSample("nd_cache_for_nz", lambda: (_pa_nd(dk=16, dv=16)[0], {}), RuntimeError,
@@ -366,6 +372,10 @@ def _advance_samples() -> None:
         args, kw = _advance_make()
         return args[:1] + (args[1].reshape(1, -1),) + args[2:], kw
 
+    def scalar_slot_mapping():
+        args, kw = _advance_make()
+        return args[:4] + (torch.tensor(0),) + args[5:], kw
+
     e.errors += [
         ErrorSample("int32", int32_state, TypeError, f"{op}: expected input_tokens dtype in"),
         ErrorSample("no_padding", no_padding, ValueError, f"{op}: expected num_seqs >"),
@@ -375,6 +385,8 @@ def _advance_samples() -> None:
                     f"{op}: expected seq_lens the shape of input_tokens"),
         ErrorSample("sampled_shape", sampled_shape, RuntimeError,
                     f"{op}: expected sampled_token_ids shape"),
+        ErrorSample("scalar_state", scalar_slot_mapping, RuntimeError,
+                    f"{op}: expected slot_mapping shape"),
     ]
 
 
