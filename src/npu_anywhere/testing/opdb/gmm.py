@@ -80,4 +80,29 @@ def _grouped_matmul() -> None:
     ]
 
 
+def _finalize_routing() -> None:
+    e = _entry("npu_grouped_matmul_finalize_routing")
+
+    def base():
+        return (_int8(6, 4), _int8(3, 4, 8), torch.tensor([2, 0, 3]))
+
+    e.samples += [
+        Sample("combine_shared", lambda: (base(), {
+            "scale": torch.rand(3, 8), "pertoken_scale": torch.rand(6), "logit": torch.rand(6),
+            "row_index": torch.tensor([0, 2, 1, 0, 2, 1]),
+            "shared_input": _g(2, 8, dtype=torch.bfloat16), "shared_input_offset": 1,
+            "output_bs": 3})),
+        Sample("plain_cumsum", lambda: (base()[:2] + (torch.tensor([2, 2, 5]),), {
+            "scale": torch.rand(3, 8), "group_list_type": 0})),
+    ]
+    e.errors += [
+        ErrorSample("float_x", lambda: ((_g(6, 4), _int8(3, 4, 8), torch.tensor([2, 0, 3])),
+                                        {"scale": torch.rand(3, 8)}), TypeError,
+                    "npu_grouped_matmul_finalize_routing: expected x dtype in"),
+        ErrorSample("scale_shape", lambda: (base(), {"scale": torch.rand(3, 7)}),
+                    RuntimeError, "npu_grouped_matmul_finalize_routing: expected scale shape"),
+    ]
+
+
 _grouped_matmul()
+_finalize_routing()
