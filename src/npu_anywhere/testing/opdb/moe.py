@@ -146,3 +146,62 @@ _gating()
 _init_routing()
 _init_routing_v2()
 _finalize()
+
+
+def _permute() -> None:
+    def data(dtype=torch.bfloat16):
+        gen = torch.Generator().manual_seed(0)
+        tokens = torch.randn(5, 4, generator=gen).to(dtype)
+        indices = torch.randint(0, 3, (5, 2), generator=gen)
+        return tokens, indices
+
+    def inv(indices):
+        perm = torch.sort(indices.reshape(-1), stable=True).indices
+        out = torch.empty_like(perm)
+        out[perm] = torch.arange(perm.numel())
+        return out.to(_I32)
+
+    p = _entry("npu_moe_token_permute")
+    p.samples += [
+        Sample("bf16_all", lambda: (data(), {})),
+        Sample("num_out_pos_int32", lambda: ((data()[0], data()[1].to(_I32), 7), {})),
+        Sample("num_out_negative", lambda: ((*data(torch.float32), -3), {})),
+        Sample("fp64_num_out", lambda: ((*data(torch.float64), 8), {})),
+    ]
+    p.errors += [
+        ErrorSample("padded", lambda: ((*data(), None, True), {}), ValueError,
+                    "npu_moe_token_permute: expected padded_mode False"),
+        ErrorSample("indices_dtype", lambda: ((data()[0], data()[1].float()), {}), TypeError,
+                    "npu_moe_token_permute: expected indices dtype in"),
+    ]
+    pg = _entry("npu_moe_token_permute_grad")
+    pg.samples.append(Sample("num_out_7", lambda: (
+        (data()[0], torch.randn(7, 4).to(torch.bfloat16), data()[1], inv(data()[1])), {})))
+    pg.errors.append(ErrorSample("sorted_len", lambda: (
+        (data()[0], torch.randn(7, 4), data()[1], inv(data()[1])[:4]), {}), RuntimeError,
+        "npu_moe_token_permute_grad: expected sorted_indices"))
+    u = _entry("npu_moe_token_unpermute")
+    u.samples += [
+        Sample("probs_bf16", lambda: ((torch.randn(10, 4).to(torch.bfloat16), inv(data()[1]),
+                                       torch.rand(5, 2).to(torch.bfloat16)), {})),
+        Sample("dropped_no_probs", lambda: ((torch.randn(6, 4), inv(data()[1])), {})),
+        # Integer sorted_indices cannot require grad: gradcheck lives in tests/ops/moe.
+        Sample("fp64_dropped", lambda: ((torch.randn(8, 3, dtype=torch.float64), inv(data()[1]),
+                                         torch.rand(5, 2, dtype=torch.float64)), {})),
+    ]
+    u.errors.append(ErrorSample("probs_size", lambda: (
+        (torch.randn(10, 4), inv(data()[1]), torch.rand(3, 2)), {}), RuntimeError,
+        "npu_moe_token_unpermute: expected probs"))
+    ug = _entry("npu_moe_token_unpermute_grad")
+    ug.samples += [
+        Sample("probs", lambda: ((torch.randn(8, 4), torch.randn(5, 4), inv(data()[1]),
+                                  torch.rand(5, 2)), {})),
+        Sample("no_probs", lambda: ((torch.randn(10, 4), torch.randn(10, 4), inv(data()[1])),
+                                    {})),
+    ]
+    ug.errors.append(ErrorSample("grad_shape", lambda: (
+        (torch.randn(8, 4), torch.randn(4, 4), inv(data()[1]), torch.rand(5, 2)), {}),
+        RuntimeError, "npu_moe_token_unpermute_grad: expected grad_unpermuted_tokens shape"))
+
+
+_permute()
