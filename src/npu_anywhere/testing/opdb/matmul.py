@@ -88,3 +88,73 @@ def _quant_matmul() -> None:
 
 
 _quant_matmul()
+
+
+# -- npu_weight_quant_batchmatmul ----------------------------------------------------------------
+
+def _weight_quant_batchmatmul() -> None:
+    e = _entry("npu_weight_quant_batchmatmul")
+    s = e.samples
+
+    def _x(*shape, dtype=_F16):
+        return torch.randn(*shape).to(dtype)
+
+    def _w(*shape):
+        return torch.randint(-8, 8, shape, dtype=_I8)
+
+    s.append(Sample("fp16_per_channel_offset", lambda: (
+        (_x(5, 16), _w(16, 6), _x(1, 6), _x(1, 6)), {})))
+    s.append(Sample("bf16_per_tensor_bias", lambda: (
+        (_x(3, 8, dtype=_BF16), _w(8, 4), _x(1, dtype=_BF16)),
+        {"bias": torch.randn(4)})))
+    s.append(Sample("fp16_weight_transposed_scale_transposed", lambda: (
+        (_x(4, 24), _w(7, 24).t(), _x(7, 1).t(), _x(7, 1).t()), {})))
+    s.append(Sample("bf16_per_group", lambda: (
+        (_x(3, 64, dtype=_BF16), _w(64, 5), _x(2, 5, dtype=_BF16), _x(2, 5, dtype=_BF16)),
+        {"antiquant_group_size": 32})))
+    s.append(Sample("int4_packed_per_group", lambda: (
+        (_x(2, 96), _i4_packed(96, 2), _x(3, 16)), {"antiquant_group_size": 32})))
+    s.append(Sample("int4_packed_transposed", lambda: (
+        (_x(2, 16), _i4_packed(5, 2).t(), _x(5)), {})))
+    s.append(Sample("int8_out_quant_scale", lambda: (
+        (_x(3, 16), _w(16, 4), _x(1, 4) * 0.1),
+        {"quant_scale": torch.rand(1, 4) * 0.2, "quant_offset": torch.randn(1, 4)})))
+    s.append(Sample("int8_out_word", lambda: (
+        (_x(3, 16), _w(16, 4), _x(4) * 0.1), {"quant_scale": _word(4)})))
+    s.append(Sample("batched", lambda: ((_x(2, 3, 16), _w(2, 16, 4), _x(4)), {})))
+    s.append(Sample("int64_antiquant_scale", lambda: (
+        (_x(2, 64), _w(64, 64).t().contiguous().t(),
+         trans_word(64), torch.randint(-3, 3, (64,), dtype=_I32)), {})))
+    err = e.errors
+    err.append(ErrorSample("k_mismatch", lambda: ((_x(3, 8), _w(9, 4), _x(4)), {}),
+                           RuntimeError, "npu_weight_quant_batchmatmul: expected weight a k dim"))
+    err.append(ErrorSample("scale_dtype", lambda: ((_x(3, 8), _w(8, 4), torch.rand(4)), {}),
+                           TypeError,
+                           "npu_weight_quant_batchmatmul: expected antiquant_scale the dtype"))
+    err.append(ErrorSample("group_size", lambda: (
+        (_x(3, 64), _w(64, 4), _x(2, 4)), {"antiquant_group_size": 48}), ValueError,
+        "npu_weight_quant_batchmatmul: expected antiquant_group_size 0 or a multiple of 32"))
+    err.append(ErrorSample("group_scale_shape", lambda: (
+        (_x(3, 64), _w(64, 4), _x(1, 4)), {"antiquant_group_size": 32}), ValueError,
+        "npu_weight_quant_batchmatmul: expected antiquant_scale one of the shapes"))
+    err.append(ErrorSample("quant_offset_alone", lambda: (
+        (_x(3, 8), _w(8, 4), _x(4)), {"quant_offset": torch.rand(4)}), ValueError,
+        "npu_weight_quant_batchmatmul: expected quant_offset None when quant_scale is None"))
+    err.append(ErrorSample("bias_dtype_bf16", lambda: (
+        (_x(3, 8, dtype=_BF16), _w(8, 4), _x(4, dtype=_BF16)),
+        {"bias": torch.randn(4).to(_BF16)}), TypeError,
+        "npu_weight_quant_batchmatmul: expected bias dtype torch.float32"))
+    err.append(ErrorSample("x_float32", lambda: ((torch.randn(3, 8), _w(8, 4), torch.rand(4)),
+                                                 {}), TypeError,
+                           "npu_weight_quant_batchmatmul: expected x dtype in"))
+    err.append(ErrorSample("batch_mismatch", lambda: (
+        (_x(2, 3, 8), _w(3, 8, 4), _x(4)), {}), RuntimeError,
+        "npu_weight_quant_batchmatmul: expected weight batch dims equal"))
+
+
+def trans_word(n: int) -> torch.Tensor:
+    from ...ops.quant.trans_quant_param import trans_quant_param_reference
+    return trans_quant_param_reference(torch.rand(n) * 0.01 + 0.001)
+
+
+_weight_quant_batchmatmul()

@@ -1,0 +1,329 @@
+"""torch_npu.npu_weight_quant_batchmatmul: float16 / bfloat16 activations times int8 or int4
+(packed in int32) weights dequantized on the fly, with optional int8 quantization of the output.
+
+Formula (aclnnWeightQuantBatchMatmulV2, hicann/ops-nn ``matmul/weight_quant_batch_matmul_v2/
+docs/aclnnWeightQuantBatchMatmulV2.md``)::
+
+    ANTIQUANT(weight) = (weight + antiquant_offset) * antiquant_scale
+    y = x @ ANTIQUANT(weight) + bias
+    with quant_scale:  y = QUANT(x @ ANTIQUANT(weight) + bias) = round(y * quant_scale + quant_offset)
+
+Precision, following op-plugin's golden (``test/test_custom_ops/test_npu_weight_quant_
+batchmatmul.py``: ``(weight + offset) * scale`` in x's dtype, then a matmul of x-dtype operands):
+the offset sum and the scaled weight are each rounded to x's dtype; the matmul accumulates in
+float32, the bias is added in float32 and the result is rounded once.  A float32 quant_scale goes
+through ``npu_trans_quant_param(quant_scale, quant_offset)`` first, as op-plugin's adapter
+(``op_plugin/ops/opapi/WeightQuantBatchMatmulV2KernelNpuOpApi.cpp``) does, and the int8 output
+is the float32 result times the fp19 scale plus the int9 offset, rounded half to even and
+saturated.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ... import checks, targets
+from ...library import TORCH_NPU_NS, NpuOp, OpInfo
+from ...targets import Product
+from ..quant import core as quant_core
+from ..quant.trans_quant_param import trans_quant_param_reference
+from . import integer
+
+OP = "npu_weight_quant_batchmatmul"
+SCHEMA = ("npu_weight_quant_batchmatmul(Tensor x, Tensor weight, Tensor antiquant_scale, "
+          "Tensor? antiquant_offset=None, Tensor? quant_scale=None, Tensor? quant_offset=None, "
+          "Tensor? bias=None, int antiquant_group_size=0, int inner_precise=0, "
+          "int? weight_dtype=None) -> Tensor")
+
+_SUPPORTED = frozenset({Product.A2, Product.A3, Product.ATLAS_INFERENCE, Product.ASCEND_950})
+_X_DTYPES = (torch.float16, torch.bfloat16)
+_W_DTYPES = (torch.int8, torch.int32)
+_QUINT4X2 = 16          # ScalarType code of torch.quint4x2, the int4 tag of packed weights
+MAX_KN = 65535
+
+
+def is_transposed(t: torch.Tensor) -> bool:
+    """True when ``t`` is the last-two-dims transpose of a contiguous tensor (op-plugin's
+    is_transpose_last_two_dims), which is how a packed int4 ``(n, k // 8)`` weight arrives."""
+    if t.dim() < 2:
+        return False
+    rows, cols = t.shape[-2], t.shape[-1]
+    if rows == 1 and cols == 1:
+        return False
+    if t.stride(-2) != 1 or t.stride(-1) != rows:
+        return False
+    expected = rows * cols
+    for d in range(t.dim() - 3, -1, -1):
+        if t.stride(d) != expected:
+            return False
+        expected *= t.shape[d]
+    return True
+
+
+def weight_kn(weight: torch.Tensor) -> tuple[int, int]:
+    """(k, n) of the logical weight; int32 words hold eight int4 values along n, or along k when
+    the weight is a transposed (n, k // 8)."""
+    k, n = weight.shape[-2], weight.shape[-1]
+    if weight.dtype != torch.int32:
+        return k, n
+    return (k * 8, n) if is_transposed(weight) else (k, n * 8)
+
+
+def _check_param_shape(name: str, t, allowed: list[tuple[int, ...]]) -> None:
+    shape = tuple(t.shape)
+    checks.expect(shape in allowed, OP, name, lambda: f"one of the shapes {allowed}", shape,
+                  ValueError)
+
+
+def _check_antiquant(x, weight, scale, offset, group_size, k, n, m) -> None:
+    if scale.dtype == torch.int64:
+        # Packed per-channel scales: the doc's narrow fast path.
+        rule = "when antiquant_scale is int64"
+        checks.expect(x.dtype == torch.float16, OP, "x", f"float16 {rule}", str(x.dtype),
+                      TypeError)
+        checks.expect(weight.dtype == torch.int8 and is_transposed(weight), OP, "weight",
+                      f"a transposed int8 tensor {rule}",
+                      lambda: f"dtype {weight.dtype}, strides {weight.stride()}", ValueError)
+        checks.expect(group_size == 0, OP, "antiquant_group_size", f"0 {rule} (per-channel)",
+                      group_size, ValueError)
+        checks.expect(1 <= m <= 96, OP, "x", f"m in [1, 96] {rule}", m, ValueError)
+        checks.expect(k % 64 == 0 and n % 64 == 0, OP, "weight",
+                      f"k and n multiples of 64 {rule}", lambda: f"k={k}, n={n}", ValueError)
+        _check_param_shape("antiquant_scale", scale, [(n,), (1, n)])
+        if offset is not None:
+            checks.expect_dtype(offset, (torch.int32,), OP, "antiquant_offset")
+    else:
+        checks.expect(scale.dtype == x.dtype, OP, "antiquant_scale",
+                      lambda: f"the dtype of x ({x.dtype}) or int64", lambda: str(scale.dtype),
+                      TypeError)
+        if offset is not None:
+            checks.expect(offset.dtype == scale.dtype, OP, "antiquant_offset",
+                          lambda: f"the dtype of antiquant_scale ({scale.dtype})",
+                          lambda: str(offset.dtype), TypeError)
+    if group_size:
+        checks.expect(group_size % 32 == 0 and 32 <= group_size <= k - 1, OP,
+                      "antiquant_group_size",
+                      lambda: f"0 or a multiple of 32 in [32, k - 1 = {k - 1}]", group_size,
+                      ValueError)
+        _check_param_shape("antiquant_scale", scale, [(math.ceil(k / group_size), n)])
+    else:
+        _check_param_shape("antiquant_scale", scale, [(1,), (1, 1), (n,), (1, n)])
+    if offset is not None:
+        checks.expect(tuple(offset.shape) == tuple(scale.shape), OP, "antiquant_offset",
+                      lambda: f"the shape of antiquant_scale {tuple(scale.shape)}",
+                      lambda: tuple(offset.shape), ValueError)
+
+
+def _check_quant(scale, offset, antiquant_scale, n) -> None:
+    if scale is None:
+        checks.expect(offset is None, OP, "quant_offset", "None when quant_scale is None",
+                      "a tensor", ValueError)
+        return
+    checks.expect(antiquant_scale.dtype != torch.int64, OP, "quant_scale",
+                  "None when antiquant_scale is int64", "a tensor", ValueError)
+    checks.expect_dtype(scale, (torch.float32, torch.int64), OP, "quant_scale")
+    _check_param_shape("quant_scale", scale, [(1,), (n,), (1, n)])
+    if offset is not None:
+        checks.expect_dtype(offset, (torch.float32,), OP, "quant_offset")
+        checks.expect(tuple(offset.shape) == tuple(scale.shape), OP, "quant_offset",
+                      lambda: f"the shape of quant_scale {tuple(scale.shape)}",
+                      lambda: tuple(offset.shape), ValueError)
+
+
+def _check_bias(x, bias, n) -> None:
+    allowed = (torch.float16,) if x.dtype == torch.float16 else (torch.float32,)
+    checks.expect(bias.dtype in allowed, OP, "bias",
+                  lambda: f"dtype {allowed[0]} for {x.dtype} x", lambda: str(bias.dtype),
+                  TypeError)
+    _check_param_shape("bias", bias, [(n,), (1,), (1, n)])
+
+
+def _batch(x, weight) -> tuple[int, ...]:
+    xb, wb = tuple(x.shape[:-2]), tuple(weight.shape[:-2])
+    if xb and wb:
+        checks.expect(xb == wb, OP, "weight", lambda: f"batch dims equal to x's {xb}", wb,
+                      RuntimeError)
+    return xb if len(xb) >= len(wb) else wb
+
+
+def _check_strict(x, weight, quant_scale, group_size) -> None:
+    product = targets.expect_supported(OP, _SUPPORTED)
+    if product != Product.ATLAS_INFERENCE:
+        return
+    rule = "on 310P (Atlas inference)"
+    checks.expect(x.dtype == torch.float16, OP, "x", f"float16 {rule}", str(x.dtype), TypeError)
+    checks.expect(weight.dtype == torch.int8, OP, "weight", f"int8 {rule}", str(weight.dtype),
+                  TypeError)
+    checks.expect(quant_scale is None, OP, "quant_scale", f"None {rule}", "a tensor",
+                  ValueError)
+    checks.expect(group_size == 0, OP, "antiquant_group_size", f"0 {rule} (no per-group)",
+                  group_size, ValueError)
+
+
+def check_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=None,
+                                   quant_scale=None, quant_offset=None, bias=None,
+                                   antiquant_group_size=0, inner_precise=0, weight_dtype=None):
+    checks.expect_dtype(x, _X_DTYPES, OP, "x")
+    checks.expect_dtype(weight, _W_DTYPES, OP, "weight")
+    checks.expect(weight_dtype is None or (weight_dtype in (_QUINT4X2, torch.quint4x2)
+                                           and weight.dtype == torch.int32),
+                  OP, "weight_dtype", "None (or torch.quint4x2 for int32 weights); hifloat8 / "
+                  "float8 / float4 weights (Ascend 950) are not implemented",
+                  lambda: quant_core.describe_code(weight_dtype), NotImplementedError)
+    for name, t in (("x", x), ("weight", weight)):
+        checks.expect(2 <= t.dim() <= 6, OP, name, "a tensor with 2 to 6 dims",
+                      lambda t=t: f"shape {tuple(t.shape)}", ValueError)
+        checks.expect_nonempty(t, OP, name)
+    k, n = weight_kn(weight)
+    m = x.shape[-2]
+    checks.expect(x.shape[-1] == k, OP, "weight", lambda: f"a k dim equal to x's ({x.shape[-1]})",
+                  k, RuntimeError)
+    checks.expect(k <= MAX_KN and n <= MAX_KN, OP, "weight", f"k and n in [1, {MAX_KN}]",
+                  lambda: f"k={k}, n={n}", ValueError)
+    _batch(x, weight)
+    checks.expect(inner_precise in (0, 1), OP, "inner_precise",
+                  "0 (high precision) or 1 (high performance)", inner_precise, ValueError)
+    _check_antiquant(x, weight, antiquant_scale, antiquant_offset, antiquant_group_size, k, n, m)
+    _check_quant(quant_scale, quant_offset, antiquant_scale, n)
+    if bias is not None:
+        _check_bias(x, bias, n)
+    named = {"x": x, "weight": weight, "antiquant_scale": antiquant_scale}
+    for name, t in (("antiquant_offset", antiquant_offset), ("quant_scale", quant_scale),
+                    ("quant_offset", quant_offset), ("bias", bias)):
+        if t is not None:
+            named[name] = t
+    checks.expect_same_device(named, OP)
+    _check_strict(x, weight, quant_scale, antiquant_group_size)
+
+
+def weight_values(weight: torch.Tensor) -> torch.Tensor:
+    """The int8 values of the logical ``[..., k, n]`` weight (int4 words unpacked)."""
+    if weight.dtype != torch.int32:
+        return weight
+    if is_transposed(weight):
+        return quant_core.unpack_int4(weight.mT).mT
+    return quant_core.unpack_int4(weight)
+
+
+def antiquant_param(p: torch.Tensor, k: int, group_size: int) -> torch.Tensor:
+    """A scale / offset as float32 broadcastable against ``[k, n]``: per-tensor and per-channel
+    as a row, per-group expanded so that row i uses group ``i // group_size``."""
+    if p.dtype == torch.int64:
+        p = integer.unpack_scale_word(p)[0]
+    p = p.to(torch.float32)
+    if group_size:
+        return p.repeat_interleave(group_size, dim=0)[:k]
+    return p.reshape(1, -1)
+
+
+def dequantize(values, scale, offset, group_size, dtype, k) -> torch.Tensor:
+    """ANTIQUANT(weight) in float32, holding values rounded to ``dtype`` after the offset sum
+    and after the scaling (the golden's x-dtype arithmetic)."""
+    w = values.to(torch.float32)
+    if offset is not None:
+        w = (w + antiquant_param(offset, k, group_size)).to(dtype).to(torch.float32)
+    return (w * antiquant_param(scale, k, group_size)).to(dtype).to(torch.float32)
+
+
+def finish(y, x_dtype, quant_scale, quant_offset, bias) -> torch.Tensor:
+    """float32 ``x @ ANTIQUANT(weight)`` -> the output: bias, then quantization or rounding."""
+    if bias is not None:
+        y = y + bias.to(torch.float32).reshape(-1)
+    if quant_scale is None:
+        return y.to(x_dtype)
+    word = quant_scale if quant_scale.dtype == torch.int64 else \
+        trans_quant_param_reference(quant_scale.reshape(-1),
+                                    None if quant_offset is None else quant_offset.reshape(-1))
+    s, off = integer.unpack_scale_word(word.reshape(-1))
+    return integer.to_int8_saturated(y * s + off)
+
+
+def weight_quant_batchmatmul_reference(x, weight, antiquant_scale, antiquant_offset=None,
+                                       quant_scale=None, quant_offset=None, bias=None,
+                                       antiquant_group_size=0, inner_precise=0,
+                                       weight_dtype=None):
+    k = x.shape[-1]
+    w = dequantize(weight_values(weight), antiquant_scale, antiquant_offset,
+                   antiquant_group_size, x.dtype, k)
+    y = torch.matmul(x.to(torch.float32), w)
+    return finish(y, x.dtype, quant_scale, quant_offset, bias)
+
+
+weight_quant_batchmatmul_op = NpuOp(
+    SCHEMA, namespace=TORCH_NPU_NS, check=check_weight_quant_batchmatmul,
+    reference=weight_quant_batchmatmul_reference, metadata_check=True,
+    info=OpInfo(api="torch_npu"))
+weight_quant_batchmatmul_op.forbid_autograd(
+    "npu_weight_quant_batchmatmul has no backward on the NPU (inference only)")
+
+
+def npu_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=None,
+                                 quant_scale=None, quant_offset=None, bias=None,
+                                 antiquant_group_size=0, inner_precise=0, weight_dtype=None):
+    """Weight-only quantized matmul (W8A16 / W4A16), optionally quantizing the output to int8.
+
+    Formula (aclnnWeightQuantBatchMatmulV2)::
+
+        ANTIQUANT(weight) = (weight + antiquant_offset) * antiquant_scale
+        y = x @ ANTIQUANT(weight) + bias
+        quant_scale given:  y = int8(round(y * quant_scale + quant_offset))
+
+    Parameters
+    ----------
+    x : Tensor
+        ``(..., m, k)``, float16 or bfloat16; transposed (non-contiguous) views accepted.
+    weight : Tensor
+        ``(..., k, n)`` int8, or int32 holding eight int4 values each (``npu_convert_weight_to_
+        int4pack``): a contiguous ``(k, n // 8)`` or the transpose of a contiguous
+        ``(n, k // 8)``.  Batch dims equal x's when both have them.
+    antiquant_scale : Tensor
+        x's dtype: per-tensor ``(1,)`` / ``(1, 1)``, per-channel ``(n,)`` / ``(1, n)``, per-group
+        ``(ceil(k / antiquant_group_size), n)``.  Or int64 words of npu_trans_quant_param
+        (float16 x, transposed int8 weight, per-channel, m <= 96, k and n multiples of 64).
+    antiquant_offset : Tensor, optional
+        antiquant_scale's shape and dtype (int32 with an int64 antiquant_scale).
+    quant_scale, quant_offset : Tensor, optional
+        float32 (or int64 words for quant_scale), ``(1,)``, ``(n,)`` or ``(1, n)``: the output
+        becomes int8.  quant_offset needs quant_scale.
+    bias : Tensor, optional
+        ``(n,)``, ``(1,)`` or ``(1, n)``: float16 for float16 x, float32 for bfloat16 x.
+    antiquant_group_size : int, default 0
+        Per-group size along k: 0, or a multiple of 32 in ``[32, k - 1]``.
+    inner_precise : {0, 1}
+        High-precision / high-performance mode on the NPU; the results here are the same.
+    weight_dtype : int, optional
+        None, or torch.quint4x2 for int32 weights; float8 / hifloat8 / float4 weights raise
+        NotImplementedError.
+
+    Returns
+    -------
+    Tensor ``batch + (m, n)``: int8 with quant_scale, else x's dtype.
+
+    Constraints
+    -----------
+    k and n in [1, 65535]; no empty tensors; strict 310P: float16 x, int8 weight, no
+    quant_scale, no per-group.
+
+    Notes
+    -----
+    Precision: ``(weight + offset)`` and its product with the scale are rounded to x's dtype
+    (op-plugin's golden does this arithmetic in x's dtype), the matmul accumulates in float32,
+    the result is rounded once.  A float32 quant_scale is packed by npu_trans_quant_param
+    first (fp19 scale, int9 offset), as op-plugin's adapter does.
+
+    Examples
+    --------
+    >>> x = torch.randn(8, 320, dtype=torch.float16)
+    >>> w = torch.randint(-8, 8, (320, 256), dtype=torch.int8)
+    >>> s, o = torch.randn(1, 256, dtype=torch.float16), torch.randn(1, 256, dtype=torch.float16)
+    >>> npu_anywhere.npu_weight_quant_batchmatmul(x, w, s, o).dtype
+    torch.float16
+    """
+    return weight_quant_batchmatmul_op(x, weight, antiquant_scale, antiquant_offset, quant_scale,
+                                       quant_offset, bias, antiquant_group_size, inner_precise,
+                                       weight_dtype)
+
+
+TORCH_NPU_FUNCTIONS = {"npu_weight_quant_batchmatmul": npu_weight_quant_batchmatmul}
