@@ -24,7 +24,9 @@ def cli_env(**overrides: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), *filter(None, [env.get("PYTHONPATH")])])
     env["NPU_ANYWHERE_DEVICE"] = "cpu"
     env.pop("NPU_ANYWHERE_CLAIM_NPU", None)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # Let the subprocesses cache bytecode: with PYTHONDONTWRITEBYTECODE every CLI run recompiles
+    # the package (about a second of CPU each).  __pycache__/ is ignored by git.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.update(overrides)
     return env
 
