@@ -1,0 +1,217 @@
+"""What npu_fusion_attention hides, adds and drops: sparse modes, pse and the dropout keep-mask.
+
+Masks are built a block of query rows at a time (``rows(i0, i1)``) so that no ``[Sq, Skv]``
+matrix is ever needed whole.  Positions follow seed 004's table (i: query row, j: key column,
+per batch; ``Sq``/``Skv`` are that batch's lengths):
+
+* atten_mask None: nothing is masked, whatever sparse_mode / pre_tockens / next_tockens say.
+* 0 defaultMask: the given mask, and outside the band ``-pre <= j - i <= next`` (origin top-left).
+* 1 allMask, 5 prefix uncompressed: the given full mask only.
+* 2 leftUpCausal: ``j > i``.   3 rightDownCausal: ``j > i + Skv - Sq``.
+* 4 band (origin bottom-right): outside ``-pre <= j - i - (Skv - Sq) <= next``.
+* 6 prefix compressed: rightDownCausal, with the first ``prefix[b]`` columns always visible.
+* 7 (varlen): rightDownCausal, the last batch a mode-4 band; 8 (varlen): leftUpCausal, the
+  first batch a mode-4 band.
+The compressed masks of modes 2/3/4/6/7/8 (2048x2048, 3072x2048) are checked for shape and
+otherwise not read: their content is implied by the mode.  TND calls also mask the padding.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ... import checks
+from .fa_problem import FAProblem
+
+COMPRESSED = {2: (2048, 2048), 3: (2048, 2048), 4: (2048, 2048), 6: (3072, 2048),
+              7: (2048, 2048), 8: (2048, 2048)}
+ALIBI_ROWS = 1024
+DROPOUT_ROWS = 64          # rows per keep-mask chunk: the mask does not depend on blocking
+_MASK64 = (1 << 63) - 1
+
+
+def check_sparse(op: str, p: FAProblem, atten_mask, pse, sparse_mode: int, pre: int, nxt: int,
+                 prefix) -> None:
+    checks.expect(0 <= sparse_mode <= 8, op, "sparse_mode", "in [0, 8]", sparse_mode, ValueError)
+    if sparse_mode in (7, 8):
+        checks.expect(p.packed, op, "sparse_mode", "7 or 8 only with input_layout TND",
+                      sparse_mode, ValueError)
+        checks.expect(pse is None, op, "pse", lambda: f"None with sparse_mode {sparse_mode}",
+                      "a tensor", ValueError)
+    if sparse_mode == 5:
+        checks.expect(not p.packed, op, "sparse_mode", "not 5 with input_layout TND", 5,
+                      ValueError)
+    if atten_mask is None:
+        return
+    checks.expect_dtype(atten_mask, (torch.bool, torch.uint8), op, "atten_mask")
+    shape = tuple(atten_mask.shape)
+    if sparse_mode in COMPRESSED:
+        want = COMPRESSED[sparse_mode]
+        checks.expect(shape == want, op, "atten_mask",
+                      lambda: f"the compressed {want[0]}x{want[1]} mask of sparse_mode "
+                              f"{sparse_mode}", lambda: f"shape {shape}", RuntimeError)
+    elif p.packed:
+        checks.expect(shape == (p.sq, p.skv), op, "atten_mask",
+                      lambda: f"shape (max Sq, max Skv) = ({p.sq}, {p.skv}) for layout TND",
+                      lambda: f"shape {shape}", RuntimeError)
+    else:
+        ok = shape == (p.sq, p.skv) or (
+            len(shape) == 4 and shape[2:] == (p.sq, p.skv) and shape[0] in (1, p.batch)
+            and shape[1] in (1, p.heads) and not (shape[0] == 1 and shape[1] != 1))
+        checks.expect(ok, op, "atten_mask",
+                      lambda: f"a BNSS, B1SS, 11SS or SS mask for B={p.batch}, N={p.heads}, "
+                              f"Sq={p.sq}, Skv={p.skv}", lambda: f"shape {shape}",
+                      RuntimeError)
+        if sparse_mode == 5:
+            checks.expect(len(shape) == 4 and shape[0] == p.batch, op, "atten_mask",
+                          "a BNSS or B1SS mask with sparse_mode 5", lambda: f"shape {shape}",
+                          RuntimeError)
+    if sparse_mode in (0, 4):
+        if nxt < 0:
+            checks.expect(pre >= -nxt, op, "pre_tockens",
+                          lambda: f">= -next_tockens ({-nxt}) when next_tockens is negative",
+                          pre, ValueError)
+        if pre < 0:
+            checks.expect(nxt >= -pre, op, "next_tockens",
+                          lambda: f">= -pre_tockens ({-pre}) when pre_tockens is negative",
+                          nxt, ValueError)
+    if sparse_mode in (5, 6):
+        checks.expect(prefix is not None and len(prefix) == p.batch, op, "prefix",
+                      lambda: f"one value per batch ({p.batch}) with sparse_mode {sparse_mode}",
+                      repr(prefix), ValueError)
+        checks.expect(p.batch <= 32, op, "prefix", "a batch of at most 32", p.batch, ValueError)
+        low = 0 if p.sq > p.skv else p.skv - p.sq
+        for n in prefix:
+            checks.expect(low <= n <= p.skv, op, "prefix", lambda: f"values in [{low}, {p.skv}]",
+                          list(prefix), ValueError)
+
+
+def check_pse(op: str, p: FAProblem, pse) -> None:
+    if pse is None:
+        return
+    checks.expect(not p.packed, op, "pse",
+                  "None with input_layout TND (the compressed alibi varlen form is not "
+                  "emulated)", "a tensor", NotImplementedError)
+    shape = tuple(pse.shape)
+    ok = len(shape) == 4 and shape[1] == p.heads and shape[3] == p.skv and (
+        (shape[0] == p.batch and shape[2] in (p.sq, 1)) or (shape[0] == 1 and shape[2] == p.sq))
+    if not ok and len(shape) == 4 and shape[2] == ALIBI_ROWS and p.sq > ALIBI_ROWS:
+        checks.expect(False, op, "pse", "an uncompressed pse (the alibi-compressed "
+                      "[., N, 1024, Skv] form is not emulated)", lambda: f"shape {shape}",
+                      NotImplementedError)
+    checks.expect(ok, op, "pse", lambda: f"a BNSS, BN1Skv or 1NSS tensor for B={p.batch}, "
+                  f"N={p.heads}, Sq={p.sq}, Skv={p.skv}", lambda: f"shape {shape}",
+                  RuntimeError)
+
+
+class MaskPlan:
+    """The masked positions of one call, a block of query rows at a time (True = masked)."""
+
+    def __init__(self, p: FAProblem, atten_mask, sparse_mode: int, pre: int, nxt: int,
+                 prefix, device):
+        self.p = p
+        self.device = device
+        self.active = atten_mask is not None
+        self.mode = sparse_mode
+        self.pre, self.nxt = pre, nxt
+        self.user = None
+        if self.active and sparse_mode in (0, 1, 5):
+            m = atten_mask.bool()
+            self.user = m.view(1, 1, *m.shape) if m.dim() == 2 else m
+        b = p.batch
+        if p.packed:
+            q_lens, kv_lens = p.q_lens, p.kv_lens
+        else:
+            q_lens, kv_lens = [p.sq] * b, [p.skv] * b
+        self.q_lens = torch.tensor(q_lens, device=device).view(b, 1, 1, 1)
+        self.kv_lens = torch.tensor(kv_lens, device=device).view(b, 1, 1, 1)
+        self.prefix = (torch.tensor(list(prefix), device=device).view(b, 1, 1, 1)
+                       if self.active and sparse_mode == 6 else None)
+
+    @property
+    def trivial(self) -> bool:
+        """Nothing is masked at all."""
+        return not self.active and not self.p.packed
+
+    def rows(self, i0: int, i1: int) -> Optional[torch.Tensor]:
+        """Bool ``[B|1, N|1, i1 - i0, Skv]`` (True = masked), or None when nothing is."""
+        if self.trivial:
+            return None
+        p = self.p
+        i = torch.arange(i0, i1, device=self.device).view(1, 1, -1, 1)
+        j = torch.arange(p.skv, device=self.device).view(1, 1, 1, -1)
+        masked = (j >= self.kv_lens) | (i >= self.q_lens)       # TND padding
+        if not self.active:
+            return masked
+        rel = j - i                               # offset from the top-left diagonal
+        shift = self.kv_lens - self.q_lens        # bottom-right diagonal offset
+        mode = self.mode
+        if mode == 0:
+            masked = masked | self.user[:, :, i0:i1] | (rel > self.nxt) | (rel < -self.pre)
+        elif mode in (1, 5):
+            masked = masked | self.user[:, :, i0:i1]
+        elif mode == 2:
+            masked = masked | (rel > 0)
+        elif mode == 3:
+            masked = masked | (rel > shift)
+        elif mode == 4:
+            masked = masked | (rel - shift > self.nxt) | (rel - shift < -self.pre)
+        elif mode == 6:
+            masked = masked | ((rel > shift) & (j >= self.prefix))
+        else:
+            band = (rel - shift > self.nxt) | (rel - shift < -self.pre)
+            causal = rel > shift if mode == 7 else rel > 0
+            which = self._band_batch()
+            masked = masked | torch.where(which, band, causal)
+        return masked
+
+    def _band_batch(self) -> torch.Tensor:
+        """Modes 7/8: the batch that is the band-shaped piece of a split sequence."""
+        b = self.p.batch
+        nonempty = [k for k in range(b) if self.p.q_lens[k] > 0] or [0]
+        k = nonempty[-1] if self.mode == 7 else nonempty[0]
+        flag = torch.zeros(b, 1, 1, 1, dtype=torch.bool, device=self.device)
+        flag[k] = True
+        return flag
+
+
+def pse_rows(pse: Optional[torch.Tensor], i0: int, i1: int, dtype) -> Optional[torch.Tensor]:
+    if pse is None:
+        return None
+    rows = pse if pse.shape[2] == 1 else pse[:, :, i0:i1]
+    return rows.to(dtype)
+
+
+# -- dropout ---------------------------------------------------------------------------------
+
+def _mix(seed: int, offset: int, chunk: int) -> int:
+    """A 63-bit generator seed from (seed, offset, chunk): one independent stream per chunk."""
+    x = (seed * 0x9E3779B97F4A7C15 + offset * 0xBF58476D1CE4E5B9 + chunk * 0x94D049BB133111EB)
+    x &= (1 << 64) - 1
+    x ^= x >> 31
+    x = (x * 0xD6E8FEB86659FD93) & ((1 << 64) - 1)
+    return (x ^ (x >> 29)) & _MASK64
+
+
+def keep_rows(seed: int, offset: int, keep_prob: float, shape, i0: int, i1: int,
+              device) -> torch.Tensor:
+    """The dropout keep-mask (True = kept) of query rows ``[i0, i1)``, ``shape`` = [B, N, Skv].
+
+    Rows are drawn in fixed chunks of :data:`DROPOUT_ROWS`, each from a ``torch.Generator``
+    seeded with a hash of (seed, offset, chunk index), so the forward, the grad and any
+    recomputation from the returned seed / offset regenerate the same mask whatever their
+    blocking.
+    """
+    b, n, skv = shape
+    parts = []
+    c0, c1 = i0 // DROPOUT_ROWS, (i1 + DROPOUT_ROWS - 1) // DROPOUT_ROWS
+    gen = torch.Generator(device=device)
+    for c in range(c0, c1):
+        gen.manual_seed(_mix(seed, offset, c))
+        parts.append(torch.rand(b, n, DROPOUT_ROWS, skv, generator=gen, device=device)
+                     < keep_prob)
+    full = torch.cat(parts, dim=2)
+    start = i0 - c0 * DROPOUT_ROWS
+    return full[:, :, start:start + (i1 - i0)]

@@ -1,0 +1,198 @@
+"""The arithmetic of npu_fusion_attention and its grad in the internal ``[B, N, S, D]`` form.
+
+Reference (the semantics and the test oracle), for one block of query rows at a time::
+
+    s    = scale * (q k^T + pse)          masked positions -> -inf
+    m    = max_j s  (and the sink logit)  l = sum_j exp(s - m) (+ exp(sink - m))
+    P    = exp(s - m) / l                 Z = keep-mask / keep_prob (1 without dropout)
+    out  = (P * Z) v
+grad, from the forward's ``m``, ``l`` and ``out`` (``attention_in``)::
+
+    D = rowsum(dy * out);  dP = (dy v^T) * Z;  dS = P * (dP - D)
+    dq = scale dS k;  dk = scale dS^T q;  dv = (P * Z)^T dy;  dpse = scale dS
+    dsink = -sum_rows P_sink * D
+
+Rows are processed in blocks sized so that a block's scores stay within a fixed budget: the
+memory of a long sequence grows with S, not S^2.  Float16 / bfloat16 inputs compute in float32
+and round once (FlashAttentionScore accumulates in float32: hicann/ops-transformer
+attention/flash_attention_score/op_kernel).  A row with no visible key (and no sink) yields
+0, with ``m = -inf`` and ``l = 0``.
+
+The fast path runs PyTorch's fused CPU flash kernels
+(``aten._scaled_dot_product_flash_attention_for_cpu`` and its backward) for the calls that map
+onto them: dense layouts, no pse / sink / dropout, and no mask or a top-left causal one.  Those
+kernels give only the log-sum-exp, so that path returns ``m = lse`` and ``l = 1``: the same
+probabilities ``exp(s - m) / l`` and the same ``m + log l`` for ring merges, not the same pair.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from .fa_masks import MaskPlan, keep_rows, pse_rows
+
+SCORE_BUDGET = 1 << 23          # score elements per block (32 MiB of float32)
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _expand_kv(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """GQA: KV head ``n // (Nq / Nkv)`` serves query head ``n``."""
+    group = heads // x.shape[1]
+    return x if group == 1 else x.repeat_interleave(group, dim=1)
+
+
+def _block_rows(b: int, n: int, sq: int, skv: int) -> int:
+    return max(1, min(sq, SCORE_BUDGET // max(1, b * n * skv)))
+
+
+class Dropout:
+    """The keep-mask source of one call (None-like when keep_prob == 1)."""
+
+    def __init__(self, keep_prob: float, seed: int, offset: int):
+        self.keep_prob, self.seed, self.offset = keep_prob, seed, offset
+
+    @property
+    def active(self) -> bool:
+        return self.keep_prob < 1.0
+
+    def factor(self, shape, i0, i1, device, dtype) -> torch.Tensor:
+        keep = keep_rows(self.seed, self.offset, self.keep_prob, shape, i0, i1, device)
+        return keep.to(dtype) / self.keep_prob
+
+
+def _scores(q_blk, k, pse_blk, scale, masked):
+    s = torch.matmul(q_blk, k.transpose(-1, -2))
+    if pse_blk is not None:
+        s = s + pse_blk
+    s = s * scale
+    if masked is not None:
+        s = s.masked_fill(masked, float("-inf"))
+    return s
+
+
+def _probs(s, m, l):
+    """``exp(s - m) / l``, 0 for rows that saw nothing (``l == 0``)."""
+    m_safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    p = torch.exp(s - m_safe.unsqueeze(-1))
+    inv = torch.where(l > 0, 1.0 / torch.where(l > 0, l, torch.ones_like(l)), torch.zeros_like(l))
+    return p * inv.unsqueeze(-1)
+
+
+def forward(q, k, v, *, scale: float, pse, sink, plan: MaskPlan, dropout: Dropout):
+    """``(out [B,N,Sq,Dv], m [B,N,Sq], l [B,N,Sq])`` in the compute dtype."""
+    ct = compute_dtype(q.dtype)
+    b, n, sq, _ = q.shape
+    q, k, v = q.to(ct), _expand_kv(k.to(ct), n), _expand_kv(v.to(ct), n)
+    skv = k.shape[2]
+    out = q.new_empty(b, n, sq, v.shape[-1])
+    m_all, l_all = q.new_empty(b, n, sq), q.new_empty(b, n, sq)
+    sink_col = None if sink is None else sink.to(ct).view(1, n, 1)
+    step = _block_rows(b, n, sq, skv)
+    for i0 in range(0, sq, step):
+        i1 = min(sq, i0 + step)
+        s = _scores(q[:, :, i0:i1], k, pse_rows(pse, i0, i1, ct), scale, plan.rows(i0, i1))
+        m = s.amax(dim=-1)
+        if sink_col is not None:
+            m = torch.maximum(m, sink_col.expand_as(m))
+        m_safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+        e = torch.exp(s - m_safe.unsqueeze(-1))
+        l = e.sum(dim=-1)
+        if sink_col is not None:
+            l = l + torch.exp(sink_col - m_safe)
+        p = _probs(s, m, l)
+        if dropout.active:
+            p = p * dropout.factor((b, n, skv), i0, i1, q.device, ct)
+        out[:, :, i0:i1] = torch.matmul(p, v)
+        m_all[:, :, i0:i1] = m
+        l_all[:, :, i0:i1] = l
+    return out, m_all, l_all
+
+
+def _reduce_to(x: torch.Tensor, shape) -> torch.Tensor:
+    """Sum ``x`` over the axes a broadcast tensor of ``shape`` was expanded along."""
+    dims = [d for d in range(x.dim()) if shape[d] == 1 and x.shape[d] != 1]
+    return x.sum(dim=dims, keepdim=True) if dims else x
+
+
+def backward(q, k, v, dy, out, m, l, *, scale: float, pse, sink, plan: MaskPlan,
+             dropout: Dropout):
+    """``(dq, dk, dv, dpse or None, dsink or None)`` in the compute dtype (dk/dv per KV head)."""
+    ct = compute_dtype(q.dtype)
+    b, n, sq, _ = q.shape
+    kv_heads = k.shape[1]
+    q, dy, out = q.to(ct), dy.to(ct), out.to(ct)
+    k, v = _expand_kv(k.to(ct), n), _expand_kv(v.to(ct), n)
+    m, l = m.to(ct), l.to(ct)
+    skv = k.shape[2]
+    dq = torch.zeros_like(q)
+    dk, dv = torch.zeros_like(k), torch.zeros_like(v)
+    dpse = None if pse is None else torch.zeros(pse.shape, dtype=ct, device=q.device)
+    dsink = None if sink is None else torch.zeros(n, dtype=ct, device=q.device)
+    big_d = (dy * out).sum(dim=-1)                          # [B, N, Sq]
+    step = _block_rows(b, n, sq, skv)
+    for i0 in range(0, sq, step):
+        i1 = min(sq, i0 + step)
+        q_blk, dy_blk, d_blk = q[:, :, i0:i1], dy[:, :, i0:i1], big_d[:, :, i0:i1]
+        s = _scores(q_blk, k, pse_rows(pse, i0, i1, ct), scale, plan.rows(i0, i1))
+        p = _probs(s, m[:, :, i0:i1], l[:, :, i0:i1])
+        dp = torch.matmul(dy_blk, v.transpose(-1, -2))
+        if dropout.active:
+            z = dropout.factor((b, n, skv), i0, i1, q.device, ct)
+            dv += torch.matmul((p * z).transpose(-1, -2), dy_blk)
+            dp = dp * z
+        else:
+            dv += torch.matmul(p.transpose(-1, -2), dy_blk)
+        ds = p * (dp - d_blk.unsqueeze(-1))
+        dq[:, :, i0:i1] = torch.matmul(ds, k) * scale
+        dk += torch.matmul(ds.transpose(-1, -2), q_blk) * scale
+        if dpse is not None:
+            g = _reduce_to(ds * scale, pse.shape)
+            if pse.shape[2] == 1:
+                dpse += g
+            else:
+                dpse[:, :, i0:i1] += g
+        if dsink is not None:
+            mb, lb = m[:, :, i0:i1], l[:, :, i0:i1]
+            p_sink = _probs(sink.to(ct).view(1, n, 1, 1).expand(b, n, i1 - i0, 1), mb, lb)
+            dsink -= (p_sink[..., 0] * d_blk).sum(dim=(0, 2))
+    if kv_heads != n:
+        dk = dk.view(b, kv_heads, n // kv_heads, skv, -1).sum(dim=2)
+        dv = dv.view(b, kv_heads, n // kv_heads, skv, -1).sum(dim=2)
+    return dq, dk, dv, dpse, dsink
+
+
+# -- the fused CPU flash kernels -------------------------------------------------------------
+
+def flash_causal(p, atten_mask, sparse_mode: int) -> Optional[bool]:
+    """``is_causal`` for a call the flash kernels compute exactly, else None."""
+    if atten_mask is None:
+        return False
+    if sparse_mode == 2 or (sparse_mode == 3 and p.sq == p.skv):
+        return True
+    return None
+
+
+def flash_forward(q, k, v, scale: float, causal: bool):
+    """``(out, lse)`` from the fused kernel; GQA heads are handled inside it."""
+    dtype = q.dtype if q.dtype in (torch.float32, torch.float64) else q.dtype
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        q.to(dtype), k.to(dtype), v.to(dtype), 0.0, causal, scale=scale)
+    return out, lse
+
+
+def flash_backward(q, k, v, dy, out, lse, scale: float, causal: bool):
+    n, kv_heads = q.shape[1], k.shape[1]
+    ke, ve = _expand_kv(k, n), _expand_kv(v, n)
+    dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        dy.to(q.dtype), q, ke, ve, out.to(q.dtype), lse.to(torch.float32) if q.dtype !=
+        torch.float64 else lse, 0.0, causal, scale=scale)
+    if kv_heads != n:
+        b, _, skv, _ = k.shape
+        dk = dk.view(b, kv_heads, n // kv_heads, skv, -1).sum(dim=2)
+        dv = dv.view(b, kv_heads, n // kv_heads, skv, -1).sum(dim=2)
+    return dq, dk, dv
