@@ -104,5 +104,33 @@ def _finalize_routing() -> None:
     ]
 
 
+def _swiglu_quant() -> None:
+    def base():
+        return _int8(6, 4), _int8(3, 4, 8)
+
+    e = _entry("npu_grouped_matmul_swiglu_quant")
+    for dtype in (torch.float32, torch.bfloat16):
+        tag = str(dtype).replace("torch.", "")
+        e.samples.append(Sample(f"cumsum_{tag}", lambda dtype=dtype: (
+            (*base(), torch.tensor([2, 2, 5]), torch.rand(3, 8).to(dtype), torch.rand(6)), {})))
+    e.errors.append(ErrorSample("odd_n", lambda: (
+        (_int8(6, 4), _int8(3, 4, 7), torch.tensor([2, 2, 5]), torch.rand(3, 7),
+         torch.rand(6)), {}), ValueError,
+        "npu_grouped_matmul_swiglu_quant: expected weight an even n"))
+    v2 = _entry("npu_grouped_matmul_swiglu_quant_v2")
+    v2.samples += [
+        # [1, 2, 3] is valid read as a cumsum and as counts (the fuzz test retypes the mode).
+        Sample("cumsum", lambda: ((base()[0], [base()[1]], [torch.rand(3, 8)], torch.rand(6),
+                                   torch.tensor([1, 2, 3])), {})),
+        Sample("counts", lambda: ((base()[0], [base()[1]], [torch.rand(3, 8)], torch.rand(6),
+                                   _counts()), {"group_list_type": 1, "quant_dtype": 0})),
+    ]
+    v2.errors.append(ErrorSample("two_weights", lambda: (
+        (_int8(6, 4), [_int8(3, 4, 8)] * 2, [torch.rand(3, 8)], torch.rand(6),
+         _counts()), {}), ValueError,
+        "npu_grouped_matmul_swiglu_quant_v2: expected weight a list of one"))
+
+
 _grouped_matmul()
 _finalize_routing()
+_swiglu_quant()

@@ -1,0 +1,258 @@
+"""torch_npu.npu_grouped_matmul_swiglu_quant and npu_grouped_matmul_swiglu_quant_v2.
+
+Grouped int8 matmul, per-channel x per-token dequantization, SwiGLU, per-token int8 dynamic
+quantization (DeepSeek's MoE up-projection); the arithmetic is in :mod:`.swiglu_quant_core`.
+Schemas from op-plugin's ``op_plugin_functions.yaml``; output shapes from its meta
+registrations (``[m, n/2]`` int8, ``[m]`` float32, and for v1 a reserved 0-D offset).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ... import checks, dtypes, targets
+from ...library import TORCH_NPU_NS, NpuOp, OpInfo
+from ...targets import Product
+from . import grouping
+from .swiglu_quant_core import grouped_swiglu_quant
+
+OP = "npu_grouped_matmul_swiglu_quant"
+SCHEMA = ("npu_grouped_matmul_swiglu_quant(Tensor x, Tensor weight, Tensor group_list, "
+          "Tensor weight_scale, Tensor x_scale, *, Tensor? bias=None, Tensor? offset=None) "
+          "-> (Tensor, Tensor, Tensor)")
+OP_V2 = "npu_grouped_matmul_swiglu_quant_v2"
+SCHEMA_V2 = ("npu_grouped_matmul_swiglu_quant_v2(Tensor x, Tensor[] weight, "
+             "Tensor[] weight_scale, Tensor x_scale, Tensor group_list, *, "
+             "Tensor? smooth_scale=None, Tensor[]? weight_assist_matrix=None, Tensor? bias=None, "
+             "int? dequant_mode=0, int? dequant_dtype=0, int? quant_mode=0, int? quant_dtype=1, "
+             "int? group_list_type=0, int[]? tuning_config=None, int? x_dtype=None, "
+             "int? weight_dtype=None, int? weight_scale_dtype=None, int? x_scale_dtype=None) "
+             "-> (Tensor, Tensor)")
+MAX_EXPERTS = 1024
+_SUPPORTED = frozenset({Product.A2, Product.A3})
+_SUPPORTED_V2 = frozenset({Product.A2, Product.A3, Product.ASCEND_950})
+# quant_dtype: the doc's enum 0 and the yaml default 1 (torch.int8's ScalarType code) are int8.
+_INT8_CODES = (0, 1)
+
+
+def _check_common(op, x, w, group_list, weight_scale, x_scale, scale_dtypes,
+                  group_list_type) -> None:
+    checks.expect_dtype(x, (torch.int8,), op, "x")
+    checks.expect_dim(x, 2, op, "x")
+    checks.expect(w.dtype == torch.int8, op, "weight",
+                  "int8 (the int4 A8W4 / A4W4 forms are not emulated)",
+                  lambda: dtypes.name(w.dtype),
+                  NotImplementedError if w.dtype == torch.int32 else TypeError)
+    checks.expect(w.dim() == 3, op, "weight",
+                  "a 3-D [e, k, n] tensor (npu_format_cast to NZ keeps that shape here)",
+                  lambda: f"shape {tuple(w.shape)}", ValueError)
+    m, k = x.shape
+    e, n = w.shape[0], w.shape[2]
+    checks.expect(w.shape[1] == k, op, "weight", lambda: f"shape [e, {k}, n] (x's k)",
+                  lambda: f"shape {tuple(w.shape)}")
+    checks.expect(n % 2 == 0, op, "weight", "an even n (SwiGLU halves it)", n, ValueError)
+    checks.expect(e <= MAX_EXPERTS, op, "weight", f"at most {MAX_EXPERTS} experts", e,
+                  ValueError)
+    grouping.check_group_list_meta(op, group_list, group_list_type, MAX_EXPERTS)
+    checks.expect(group_list.shape[0] == e, op, "group_list",
+                  lambda: f"one entry per expert ({e})", lambda: group_list.shape[0],
+                  ValueError)
+    checks.expect_dtype(weight_scale, scale_dtypes, op, "weight_scale")
+    checks.expect(tuple(weight_scale.shape) == (e, n), op, "weight_scale",
+                  lambda: f"shape ({e}, {n})", lambda: tuple(weight_scale.shape))
+    checks.expect_dtype(x_scale, (torch.float32,), op, "x_scale")
+    checks.expect(tuple(x_scale.shape) == (m,), op, "x_scale", lambda: f"shape ({m},)",
+                  lambda: tuple(x_scale.shape))
+    for name, t in (("weight", w), ("group_list", group_list),
+                    ("weight_scale", weight_scale), ("x_scale", x_scale)):
+        checks.expect(t.device == x.device, op, name, f"x's device ({x.device})", t.device)
+
+
+def check_swiglu_quant(x, weight, group_list, weight_scale, x_scale, *, bias=None,
+                       offset=None):
+    targets.expect_supported(OP, _SUPPORTED)
+    _check_common(OP, x, weight, group_list, weight_scale, x_scale,
+                  (torch.float32, torch.float16, torch.bfloat16), 0)
+    for name, t in (("bias", bias), ("offset", offset)):
+        checks.expect(t is None, OP, name, "None (a reserved input)", "a tensor", ValueError)
+
+
+def check_swiglu_quant_v2(x, weight, weight_scale, x_scale, group_list, *, smooth_scale=None,
+                          weight_assist_matrix=None, bias=None, dequant_mode=0,
+                          dequant_dtype=0, quant_mode=0, quant_dtype=1, group_list_type=0,
+                          tuning_config=None, x_dtype=None, weight_dtype=None,
+                          weight_scale_dtype=None, x_scale_dtype=None):
+    op = OP_V2
+    targets.expect_supported(op, _SUPPORTED_V2)
+    for name, value in (("x_dtype", x_dtype), ("weight_dtype", weight_dtype),
+                        ("weight_scale_dtype", weight_scale_dtype),
+                        ("x_scale_dtype", x_scale_dtype)):
+        checks.expect(value is None, op, name,
+                      "None (the float8 / mxfp4 forms are not emulated)",
+                      lambda value=value: dtypes.name(value), NotImplementedError)
+    checks.expect(len(weight) == 1, op, "weight", "a list of one [e, k, n] tensor",
+                  lambda: f"{len(weight)} tensors", ValueError)
+    checks.expect(len(weight_scale) == 1, op, "weight_scale", "a list of one [e, n] tensor",
+                  lambda: f"{len(weight_scale)} tensors", ValueError)
+    glt = 0 if group_list_type is None else group_list_type
+    checks.expect(glt in (0, 1), op, "group_list_type", "0 (cumsum) or 1 (counts)",
+                  repr(group_list_type), ValueError)
+    _check_common(op, x, weight[0], group_list, weight_scale[0], x_scale, (torch.float32,),
+                  glt)
+    checks.expect(smooth_scale is None, op, "smooth_scale",
+                  "None with int8 weight (it belongs to the A4W4 form)", "a tensor",
+                  ValueError)
+    checks.expect(weight_assist_matrix is None, op, "weight_assist_matrix",
+                  "None with int8 weight (it belongs to the A8W4 form)", "a list", ValueError)
+    checks.expect(bias is None, op, "bias", "None (only the default is supported)",
+                  "a tensor", ValueError)
+    checks.expect(dequant_mode in (None, 0), op, "dequant_mode",
+                  "0 (per-token x, per-channel weight) with int8 weight", repr(dequant_mode),
+                  ValueError)
+    checks.expect(dequant_dtype in (None, 0), op, "dequant_dtype", "0 (the only one supported)",
+                  repr(dequant_dtype), ValueError)
+    checks.expect(quant_mode in (None, 0), op, "quant_mode", "0 (per-token)",
+                  repr(quant_mode), ValueError)
+    checks.expect(quant_dtype is None or quant_dtype in _INT8_CODES, op, "quant_dtype",
+                  "int8 (0, or torch.int8's code 1)", lambda: dtypes.name(quant_dtype),
+                  ValueError)
+
+
+def _segments(op, group_list, group_list_type, x, weight):
+    return grouping.segments(op, group_list, group_list_type, x.shape[0], weight.shape[0], "m")
+
+
+def swiglu_quant_reference(x, weight, group_list, weight_scale, x_scale, *, bias=None,
+                           offset=None):
+    segs = _segments(OP, group_list, 0, x, weight)
+    q, scale = grouped_swiglu_quant(x, weight, weight_scale, x_scale, segs)
+    return q, scale, torch.zeros((), dtype=torch.float32, device=x.device)
+
+
+def swiglu_quant_v2_reference(x, weight, weight_scale, x_scale, group_list, *,
+                              smooth_scale=None, weight_assist_matrix=None, bias=None,
+                              dequant_mode=0, dequant_dtype=0, quant_mode=0, quant_dtype=1,
+                              group_list_type=0, tuning_config=None, x_dtype=None,
+                              weight_dtype=None, weight_scale_dtype=None, x_scale_dtype=None):
+    segs = _segments(OP_V2, group_list, group_list_type or 0, x, weight[0])
+    return grouped_swiglu_quant(x, weight[0], weight_scale[0], x_scale, segs)
+
+
+def _outputs(x, n):
+    m = x.shape[0]
+    return (x.new_empty((m, n // 2), dtype=torch.int8),
+            x.new_empty((m,), dtype=torch.float32))
+
+
+def _fake(x, weight, group_list, weight_scale, x_scale, **kwargs):
+    return (*_outputs(x, weight.shape[2]), x.new_empty((), dtype=torch.float32))
+
+
+def _fake_v2(x, weight, weight_scale, x_scale, group_list, **kwargs):
+    return _outputs(x, weight[0].shape[2])
+
+
+swiglu_quant_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_swiglu_quant,
+                        reference=swiglu_quant_reference, fake=_fake,
+                        info=OpInfo(api="torch_npu"))
+swiglu_quant_op.forbid_autograd(f"{OP} has no backward in torch_npu")
+swiglu_quant_v2_op = NpuOp(SCHEMA_V2, namespace=TORCH_NPU_NS, check=check_swiglu_quant_v2,
+                           reference=swiglu_quant_v2_reference, fake=_fake_v2,
+                           info=OpInfo(api="torch_npu"))
+swiglu_quant_v2_op.forbid_autograd(f"{OP_V2} has no backward in torch_npu")
+
+
+def npu_grouped_matmul_swiglu_quant(x, weight, group_list, weight_scale, x_scale, *,
+                                    bias=None, offset=None):
+    """Grouped int8 matmul + dequant + SwiGLU + per-token int8 quant (DeepSeek MoE).
+
+    Formula (``e(r)``: the group of row r; ``group_list`` is a cumsum)::
+
+        c = float32(x @ weight[e]) * weight_scale[e] * x_scale[r]
+        s = silu(c[:, :n/2]) * c[:, n/2:]
+        output = int8(round(s * 127 / max|s|)),  output_scale = max|s| / 127   (per row)
+
+    Parameters
+    ----------
+    x : Tensor
+        int8 ``[m, k]``.
+    weight : Tensor
+        int8 ``[e, k, n]`` (the NZ cast real code applies keeps this shape here), n even.
+    group_list : Tensor
+        int64 ``[e]``, cumulative row counts (at most m).
+    weight_scale : Tensor
+        ``[e, n]`` float32, float16 or bfloat16.
+    x_scale : Tensor
+        float32 ``[m]``.
+    bias, offset : None
+        Reserved inputs.
+
+    Returns
+    -------
+    (output, output_scale, output_offset)
+        int8 ``[m, n/2]``, float32 ``[m]`` and a reserved 0-D float32.  Rows past
+        ``group_list[-1]`` are 0 (the NPU leaves them dirty; the doc says to cut them off).
+
+    Notes
+    -----
+    Strict mode: A2 and A3.  No autograd.
+    """
+    return swiglu_quant_op(x, weight, group_list, weight_scale, x_scale, bias=bias,
+                           offset=offset)
+
+
+def npu_grouped_matmul_swiglu_quant_v2(x, weight, weight_scale, x_scale, group_list, *,
+                                       smooth_scale=None, weight_assist_matrix=None,
+                                       bias=None, dequant_mode=0, dequant_dtype=0,
+                                       quant_mode=0, quant_dtype=1, group_list_type=0,
+                                       tuning_config=None, x_dtype=None, weight_dtype=None,
+                                       weight_scale_dtype=None, x_scale_dtype=None):
+    """v2 of :func:`npu_grouped_matmul_swiglu_quant`: list arguments, group_list_type.
+
+    Same formula (A8W8: int8 x and weight, per-token x_scale, per-channel weight_scale).
+
+    Parameters
+    ----------
+    x : Tensor
+        int8 ``[m, k]``.
+    weight, weight_scale : list of one Tensor
+        int8 ``[e, k, n]`` and float32 ``[e, n]``.
+    x_scale : Tensor
+        float32 ``[m]``.
+    group_list : Tensor
+        int64 ``[e]``: cumsum (group_list_type 0, the default) or counts (1).
+    smooth_scale, weight_assist_matrix, bias : None
+        The A4W4 / A8W4 forms' inputs; None for A8W4 is not emulated (NotImplementedError
+        for int32 weight).
+    dequant_mode, dequant_dtype, quant_mode : 0
+    quant_dtype : int, default 1
+        int8: 0 (the doc's enum) or 1 (torch.int8's code, the yaml default).
+    tuning_config : list of int, optional
+        Ignored.
+
+    Returns
+    -------
+    (output, output_scale)
+        int8 ``[m, n/2]`` and float32 ``[m]``; rows past the groups are 0.
+
+    Notes
+    -----
+    Strict mode: 950, A2 and A3.  No autograd.
+    """
+    return swiglu_quant_v2_op(
+        x, _as_list(weight), _as_list(weight_scale), x_scale, group_list, smooth_scale=smooth_scale,
+        weight_assist_matrix=weight_assist_matrix, bias=bias, dequant_mode=dequant_mode,
+        dequant_dtype=dequant_dtype, quant_mode=quant_mode, quant_dtype=quant_dtype,
+        group_list_type=group_list_type, tuning_config=tuning_config, x_dtype=x_dtype,
+        weight_dtype=weight_dtype, weight_scale_dtype=weight_scale_dtype,
+        x_scale_dtype=x_scale_dtype)
+
+
+def _as_list(value):
+    return [value] if isinstance(value, torch.Tensor) else list(value)
+
+
+TORCH_NPU_FUNCTIONS = {
+    "npu_grouped_matmul_swiglu_quant": npu_grouped_matmul_swiglu_quant,
+    "npu_grouped_matmul_swiglu_quant_v2": npu_grouped_matmul_swiglu_quant_v2,
+}
