@@ -1,0 +1,94 @@
+"""Op database entries of the training-attention family (npu_fusion_attention and its grad)."""
+
+from __future__ import annotations
+
+import torch
+
+from . import ErrorSample, Sample, entry as _entry, randn as _g
+
+_F64 = torch.float64
+
+
+def _triu() -> torch.Tensor:
+    return torch.triu(torch.ones(2048, 2048, dtype=torch.bool), 1)
+
+
+def _qkv(layout: str, dtype=torch.float32):
+    b, n, nkv, s, d = 1, 2, 1, 5, 4
+    shapes = {"BNSD": ((b, n, s, d), (b, nkv, s, d)), "BSND": ((b, s, n, d), (b, s, nkv, d)),
+              "BSH": ((b, s, n * d), (b, s, nkv * d)), "SBH": ((s, b, n * d), (s, b, nkv * d)),
+              "TND": ((s, n, d), (s, nkv, d))}[layout]
+    return _g(*shapes[0], dtype=dtype), _g(*shapes[1], dtype=dtype), _g(*shapes[1], dtype=dtype)
+
+
+def _tnd_kwargs() -> dict:
+    return {"actual_seq_qlen": [2, 5], "actual_seq_kvlen": [2, 5]}
+
+
+def _forward() -> None:
+    e = _entry("npu_fusion_attention")
+    for layout in ("BNSD", "BSND", "BSH", "SBH"):
+        e.samples.append(Sample(f"{layout}_gqa", lambda layout=layout: (
+            (*_qkv(layout), 2, layout), {"scale": 0.5})))
+    e.samples.append(Sample("bnsd_causal_bf16", lambda: (
+        (*_qkv("BNSD", torch.bfloat16), 2, "BNSD"),
+        {"atten_mask": _triu(), "sparse_mode": 2, "scale": 0.5})))
+    e.samples.append(Sample("tnd_right_down", lambda: (
+        (*_qkv("TND"), 2, "TND"), {"atten_mask": _triu(), "sparse_mode": 3, **_tnd_kwargs()})))
+    e.samples.append(Sample("dropout_fixed_seed", lambda: (
+        (*_qkv("BNSD"), 2, "BNSD"), {"keep_prob": 0.5, "seed": 7, "offset": 1})))
+    e.samples.append(Sample("grad_fp64_pse_band", lambda: (
+        (*_qkv("BNSD", _F64), 2, "BNSD", _g(1, 2, 5, 5, dtype=_F64)),
+        {"atten_mask": _triu(), "sparse_mode": 4, "pre_tockens": 2, "next_tockens": 1}),
+        differentiable=True))
+    e.errors += [
+        ErrorSample("layout", lambda: ((*_qkv("BNSD"), 2, "NSD"), {}), ValueError,
+                    "npu_fusion_attention: expected input_layout one of"),
+        ErrorSample("keep_prob", lambda: ((*_qkv("BNSD"), 2, "BNSD"), {"keep_prob": 1.5}),
+                    ValueError, r"npu_fusion_attention: expected keep_prob in \(0, 1\]"),
+        ErrorSample("compressed_mask", lambda: (
+            (*_qkv("BNSD"), 2, "BNSD"),
+            {"atten_mask": torch.ones(5, 5, dtype=torch.bool), "sparse_mode": 3}),
+            RuntimeError, "npu_fusion_attention: expected atten_mask the compressed"),
+        ErrorSample("tnd_lengths", lambda: (
+            (*_qkv("TND"), 2, "TND"), {"actual_seq_qlen": [2, 4], "actual_seq_kvlen": [2, 5]}),
+            ValueError, "npu_fusion_attention: expected actual_seq_qlen to end at the token"),
+        ErrorSample("dtype_mix", lambda: (
+            (_qkv("BNSD")[0], *_qkv("BNSD", torch.float16)[1:], 2, "BNSD"), {}), TypeError,
+            "npu_fusion_attention: expected key the same dtype as query"),
+    ]
+
+
+def _grad_kwargs(layout, q, k, v, extra=None):
+    from npu_anywhere.ops.training_attention.fusion_attention import fusion_attention_reference
+    extra = dict(extra or {})
+    out, smax, ssum = fusion_attention_reference(q, k, v, 2, layout, **extra)[:3]
+    extra.pop("scale", None)
+    return {"softmax_max": smax, "softmax_sum": ssum, "attention_in": out, **extra}, out
+
+
+def _grad_sample(layout, dtype=torch.float32, extra=None):
+    q, k, v = _qkv(layout, dtype)
+    kwargs, out = _grad_kwargs(layout, q, k, v, extra)
+    return (q, k, v, torch.randn_like(out), 2, layout), kwargs
+
+
+def _grad() -> None:
+    e = _entry("npu_fusion_attention_grad")
+    e.samples.append(Sample("bnsd_gqa", lambda: _grad_sample("BNSD")))
+    e.samples.append(Sample("bsh_causal", lambda: _grad_sample(
+        "BSH", extra={"atten_mask": _triu(), "sparse_mode": 2})))
+    e.samples.append(Sample("tnd", lambda: _grad_sample("TND", extra=_tnd_kwargs())))
+    e.samples.append(Sample("fp64_dropout", lambda: _grad_sample(
+        "BNSD", _F64, extra={"keep_prob": 0.7, "seed": 3, "offset": 0})))
+    e.errors += [
+        ErrorSample("no_stats", lambda: ((*_qkv("BNSD"), _qkv("BNSD")[0], 2, "BNSD"), {}),
+                    ValueError, "npu_fusion_attention_grad: expected attention_in a tensor"),
+        ErrorSample("dy_shape", lambda: (
+            (*_qkv("BNSD"), _g(1, 2, 4, 4), 2, "BNSD"), {}), RuntimeError,
+            "npu_fusion_attention_grad: expected dy shape"),
+    ]
+
+
+_forward()
+_grad()
