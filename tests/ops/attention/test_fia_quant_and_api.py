@@ -254,9 +254,47 @@ def test_strict_mode_rules():
         with pytest.raises(ValueError, match="D <= 512"):
             FIA(torch.zeros(1, 1, 1, 520).half(), torch.zeros(1, 1, 2, 520).half(),
                 torch.zeros(1, 1, 2, 520).half(), num_heads=1, input_layout="BNSD")
+    with na.strict("910"), pytest.raises(RuntimeError, match="product"):
+        FIA(q.half(), k.half(), k.half(), num_heads=2, input_layout="BNSD")
+
+
+def test_strict_950_rules():
+    """Ascend 950 runs FIA (aclnnFusedInferAttentionScoreV5): no N <= 256 / ratio <= 64 bound,
+    a 2-D mask only with sparse_mode 2/3/4, no legacy antiquant_scale."""
+    q, k = torch.zeros(1, 65, 1, 8).half(), torch.zeros(1, 1, 4, 8).half()
     with na.strict("950"):
-        with pytest.raises(RuntimeError, match="product"):
-            FIA(q.half(), k.half(), k.half(), num_heads=2, input_layout="BNSD")
+        out, _ = FIA(q, k, k, num_heads=65, num_key_value_heads=1, input_layout="BNSD")
+        assert out.shape == q.shape
+        v2_out, _ = na.npu_fused_infer_attention_score_v2(q, k, k, num_query_heads=65,
+                                                          num_key_value_heads=1,
+                                                          input_layout="BNSD")
+        assert v2_out.shape == q.shape
+        with pytest.raises(TypeError, match="query"):
+            FIA(q.float(), k.float(), k.float(), num_heads=65, num_key_value_heads=1,
+                input_layout="BNSD")
+        q2 = torch.zeros(1, 1, 3, 8).half()
+        with pytest.raises(ValueError, match="expected sparse_mode 2, 3 or 4"):
+            FIA(q2, k, k, num_heads=1, input_layout="BNSD",
+                atten_mask=torch.zeros(3, 4, dtype=torch.bool))
+        k8 = torch.zeros(1, 1, 4, 8, dtype=torch.int8)
+        with pytest.raises(ValueError, match="expected antiquant_scale None on 950"):
+            FIA(q2, k8, k8, num_heads=1, input_layout="BNSD",
+                antiquant_scale=torch.ones(2, 8).half())
+    with na.strict("A2"), pytest.raises(ValueError, match="N <= 256"):
+        FIA(torch.zeros(1, 257, 1, 8).half(), k, k, num_heads=257, num_key_value_heads=1,
+            input_layout="BNSD")
+
+
+def test_unknown_keyword_hint():
+    q, k = _q()
+    with pytest.raises(TypeError, match="did you mean 'softmax_lse_flag'"):
+        FIA(q, k, k, num_heads=2, input_layout="BNSD", softmax_lse_flg=True)
+    with pytest.raises(TypeError, match="did you mean 'return_softmax_lse'"):
+        na.npu_fused_infer_attention_score_v2(q, k, k, return_softmax_ls=True)
+    with pytest.raises(TypeError, match="did you mean 'scale_value'"):
+        na.npu_prompt_flash_attention(q, k, k, scale_valu=0.5)
+    with pytest.raises(TypeError, match="did you mean 'num_heads'"):
+        na.npu_incre_flash_attention(q, k, k, num_head=2)
 
 
 # -- FakeTensor, compile, opcheck -------------------------------------------------------------

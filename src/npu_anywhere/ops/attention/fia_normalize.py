@@ -24,7 +24,10 @@ from .problem import UNBOUNDED, AttentionProblem, gather_paged
 FLOAT_QUERY = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 KV_QUANT = (torch.int8, torch.int32)            # int32 = eight packed int4 values
 FIA_LAYOUTS = ("BSH", "BSND", "BNSD", "BNSD_BSND", "TND", "NTD", "TND_NTD", "NTD_TND")
-_FIA_PRODUCTS = frozenset({Product.A2, Product.A3})
+# ops-transformer attention/fused_infer_attention_score/README.md lists Ascend 950PR/950DT next
+# to A2/A3 (the torch_npu page predates it); op-plugin's FusedInferAttentionScoreKernelNpuOpApi.cpp
+# calls aclnnFusedInferAttentionScoreV5 on Ascend950, whose page gives the 950 rules below.
+_FIA_PRODUCTS = frozenset({Product.A2, Product.A3, Product.ASCEND_950})
 
 
 @dataclasses.dataclass
@@ -69,7 +72,8 @@ def _strict(op: str, query: torch.Tensor, key: torch.Tensor, d: int, heads: int,
             p: dict, decode: bool) -> None:
     """Per-product rules of the pages (strict mode only).
 
-    FIA v1/v2: Atlas A2 and A3.  PFA: A2, A3 and the Atlas inference series (310P); IFA: A2 and
+    FIA v1/v2: Atlas A2, A3 and 950 (:func:`_strict_950`).  PFA: A2, A3 and the Atlas
+    inference series (310P); IFA: A2 and
     310P (``p["_products"]``).  310P: float16 queries, no pse_shift / output quantization; for
     PFA also no actual lengths, no GQA, sparse_mode 0 and default tokens.  A2/A3: D <= 512,
     N <= 256, N / N_kv <= 64; paged block_size a multiple of 128 in [128, 512] on the prompt
@@ -80,6 +84,9 @@ def _strict(op: str, query: torch.Tensor, key: torch.Tensor, d: int, heads: int,
     if product is None:
         return
     name = product.value
+    if product == Product.ASCEND_950:
+        _strict_950(op, query, d, p)
+        return
     if product == Product.ATLAS_INFERENCE:
         checks.expect_dtype(query, (torch.float16,), op, "query")
         for arg in ("pse_shift", "quant_scale2"):
@@ -116,6 +123,24 @@ def _strict(op: str, query: torch.Tensor, key: torch.Tensor, d: int, heads: int,
     if decode:
         checks.expect(p["inner_precise"] in (0, 1), op, "inner_precise",
                       lambda: f"0 or 1 when Q_S is 1 on {name}", p["inner_precise"], ValueError)
+
+
+def _strict_950(op: str, query: torch.Tensor, d: int, p: dict) -> None:
+    """Ascend 950 rules (ops-transformer ``docs/aclnnFusedInferAttentionScoreV5.md``, common,
+    mask and dequant parameter groups): float16 / bfloat16 (int8) queries, D <= 512, any
+    num_heads / num_key_value_heads ratio (no N <= 256 or ratio <= 64 bound there), a 2-D
+    atten_mask only with sparse_mode 2/3/4, and no legacy antiquant_scale / antiquant_offset
+    (the key_/value_antiquant_* pair instead)."""
+    checks.expect_dtype(query, (torch.float16, torch.bfloat16, torch.int8), op, "query")
+    checks.expect(d <= 512, op, "query", "D <= 512 on 950", d, ValueError)
+    mask = p["atten_mask"]
+    if mask is not None and mask.dim() == 2:
+        checks.expect(p["sparse_mode"] not in (0, 1), op, "sparse_mode",
+                      "2, 3 or 4 with a 2-D atten_mask on 950", p["sparse_mode"], ValueError)
+    for arg in ("antiquant_scale", "antiquant_offset"):
+        checks.expect(p.get(arg) is None, op, arg,
+                      "None on 950 (key_antiquant_* / value_antiquant_* instead)", "a tensor",
+                      ValueError)
 
 
 def parse(op: str, query, key, value, p: dict, *, build: bool):

@@ -28,7 +28,7 @@ from typing import Optional
 
 import torch
 
-from ... import checks
+from ... import checks, params
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from . import core, layouts
 from .fia_normalize import FIA_LAYOUTS, OutputPlan, _kv_heads, parse
@@ -70,7 +70,7 @@ DEFAULTS = {a.name: a.default_value for a in torch._C.parse_schema(SCHEMA).argum
 def _params(kwargs: dict) -> dict:
     unknown = set(kwargs) - set(DEFAULTS)
     if unknown:
-        raise TypeError(f"{OP}() got unexpected keyword arguments {sorted(unknown)}")
+        raise params.unexpected_keywords(OP, sorted(unknown), tuple(DEFAULTS))
     return {**DEFAULTS, **kwargs}
 
 
@@ -202,7 +202,13 @@ def _lengths(value):
     return value
 
 
-def _normalize_kwargs(kwargs: dict) -> dict:
+def _normalize_kwargs(kwargs: dict, op: str = OP, accepted=None) -> dict:
+    """Reject unknown keywords (with a "did you mean" hint) before the dispatcher's terser
+    error; lengths given as tensors become lists."""
+    accepted = DEFAULTS if accepted is None else accepted
+    unknown = set(kwargs) - set(accepted)
+    if unknown:
+        raise params.unexpected_keywords(op, sorted(unknown), tuple(accepted))
     for name in ("actual_seq_lengths", "actual_seq_lengths_kv", "actual_shared_prefix_len"):
         if name in kwargs:
             kwargs[name] = _lengths(kwargs[name])

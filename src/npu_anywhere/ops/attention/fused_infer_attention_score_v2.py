@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from ... import checks
+from ... import checks, params
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from . import fused_infer_attention_score as v1
 from .formatting import empty_outputs
@@ -65,7 +65,7 @@ DEFAULTS = {a.name: a.default_value for a in torch._C.parse_schema(SCHEMA).argum
 def _v1_params(kwargs: dict) -> dict:
     unknown = set(kwargs) - set(DEFAULTS)
     if unknown:
-        raise TypeError(f"{OP}() got unexpected keyword arguments {sorted(unknown)}")
+        raise params.unexpected_keywords(OP, sorted(unknown), tuple(DEFAULTS))
     p = {**DEFAULTS, **kwargs}
     checks.expect(p["dequant_scale_query"] is None, OP, "dequant_scale_query",
                   "None (full quantization of query/key/value is not reproduced)", "a tensor",
@@ -182,6 +182,9 @@ infer_output_op.forbid_autograd("an output-shape query has no gradient")
 
 
 def _normalize(kwargs: dict) -> dict:
+    unknown = set(kwargs) - set(DEFAULTS)
+    if unknown:       # before the dispatcher's terser error, with a "did you mean" hint
+        raise params.unexpected_keywords(OP, sorted(unknown), tuple(DEFAULTS))
     for name in ("actual_seq_qlen", "actual_seq_kvlen"):
         if name in kwargs:
             kwargs[name] = v1._lengths(kwargs[name])

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from ... import checks
+from ... import checks, params
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from . import fused_infer_attention_score as fia
@@ -41,7 +41,7 @@ DEFAULTS = {a.name: a.default_value for a in torch._C.parse_schema(SCHEMA).argum
 def _fia_params(query, kwargs: dict) -> dict:
     unknown = set(kwargs) - set(DEFAULTS)
     if unknown:
-        raise TypeError(f"{OP}() got unexpected keyword arguments {sorted(unknown)}")
+        raise params.unexpected_keywords(OP, sorted(unknown), tuple(DEFAULTS))
     p = {**DEFAULTS, **kwargs}
     layout = p["input_layout"]
     checks.expect(layout in LAYOUTS, OP, "input_layout", f"one of {list(LAYOUTS)}", repr(layout),
@@ -101,7 +101,7 @@ def npu_incre_flash_attention(query, key, value, **kwargs):
     Tensor
         attention_out, shaped like the query.
     """
-    return incre_flash_attention_op(query, key, value, **fia._normalize_kwargs(kwargs))
+    return incre_flash_attention_op(query, key, value, **fia._normalize_kwargs(kwargs, OP, DEFAULTS))
 
 
 TORCH_NPU_FUNCTIONS = {OP: npu_incre_flash_attention}

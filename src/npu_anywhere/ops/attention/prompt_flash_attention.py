@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from ... import params
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from . import fused_infer_attention_score as fia
@@ -38,7 +39,7 @@ DEFAULTS = {a.name: a.default_value for a in torch._C.parse_schema(SCHEMA).argum
 def _fia_params(kwargs: dict) -> dict:
     unknown = set(kwargs) - set(DEFAULTS)
     if unknown:
-        raise TypeError(f"{OP}() got unexpected keyword arguments {sorted(unknown)}")
+        raise params.unexpected_keywords(OP, sorted(unknown), tuple(DEFAULTS))
     p = {**DEFAULTS, **kwargs}
     from ... import checks
     checks.expect(p["input_layout"] in LAYOUTS, OP, "input_layout", f"one of {list(LAYOUTS)}",
@@ -96,7 +97,7 @@ def npu_prompt_flash_attention(query, key, value, **kwargs):
     Tensor
         attention_out, shaped like the query (BNSD_BSND: BSND).
     """
-    return prompt_flash_attention_op(query, key, value, **fia._normalize_kwargs(kwargs))
+    return prompt_flash_attention_op(query, key, value, **fia._normalize_kwargs(kwargs, OP, DEFAULTS))
 
 
 TORCH_NPU_FUNCTIONS = {OP: npu_prompt_flash_attention}
