@@ -353,6 +353,31 @@ def test_left_padding():
         assert torch.equal(out[i, :, qa + q_lens[i]:], torch.zeros(n, qpad, d))
 
 
+def test_left_padding_mask_and_pse_are_read_at_padded_positions():
+    """The PFA kernel offsets atten_mask and pse_shift by the left padding sizes
+    (ops-transformer prompt_flash_attention_s1s2_bns1_x910_base.h: mask / pse core offset
+    ``(sOuter + queryLeftPadding) * S2 + kvLeftPadding``): logical row r, column c read entry
+    ``[qa + r, ka + c]`` of the padded-size mask."""
+    b, n, sq, skv, d = 2, 2, 5, 6, 8
+    q, k, v = rnd(b, n, sq, d), rnd(b, n, skv, d, seed=1), rnd(b, n, skv, d, seed=2)
+    q_lens, kv_lens, qpad, kvpad = [3, 2], [4, 5], 1, 1
+    gen = torch.Generator().manual_seed(5)
+    mask = torch.rand(b, 1, sq, skv, generator=gen) < 0.3
+    mask[..., 0, :] = False                 # keep a visible key on every row (no empty rows)
+    mask[..., :, 1] = False
+    pse = torch.randn(b, n, sq, skv, generator=gen)
+    out, _ = FIA(q, k, v, num_heads=n, input_layout="BNSD", actual_seq_lengths=q_lens,
+                 actual_seq_lengths_kv=kv_lens, query_padding_size=torch.tensor([qpad]),
+                 kv_padding_size=torch.tensor([kvpad]), atten_mask=mask, pse_shift=pse)
+    for i in range(b):
+        qa, ka = sq - qpad - q_lens[i], skv - kvpad - kv_lens[i]
+        rows, cols = slice(qa, qa + q_lens[i]), slice(ka, ka + kv_lens[i])
+        allowed = ~mask[i, :, rows, cols]
+        go, _ = attend(q[i, :, rows], k[i, :, cols], v[i, :, cols], 1.0, allowed,
+                       pse=pse[i, :, rows, cols])
+        check(out[i, :, rows], go)
+
+
 # -- lengths as tensors, non-contiguous inputs, inputs untouched ------------------------------
 
 def test_lengths_as_tensors_and_noncontiguous_inputs():

@@ -434,7 +434,12 @@ def _left_padding(op, p, q, k, v, q_lens, kv_lens):
 
 
 def _shift_rows(t, q_start, kv_start):
-    """A mask / pse indexed like the padded data, re-indexed like the shifted data."""
+    """A mask / pse indexed like the padded data, re-indexed like the shifted data.
+
+    The kernel reads both at padded positions: its mask and pse offsets add the query and KV
+    left padding sizes to the row and column (ops-transformer
+    ``prompt_flash_attention_s1s2_bns1_x910_base.h``, ``LoopSOuterOffsetInit`` and
+    ``CalPseShiftOffset``)."""
     if t is None:
         return None
     b = max(len(q_start or []), len(kv_start or []))

@@ -65,6 +65,9 @@ def format_outputs(out: torch.Tensor, lse: Optional[torch.Tensor], plan: OutputP
         out = out.to(plan.out_dtype)
     attention_out = _to_layout(out, plan)
     if not plan.lse_flag:
+        # The eager op allocates a {0} float tensor here (op-plugin
+        # op_plugin/ops/opapi/FusedInferAttentionScoreKernelNpuOpApi.cpp, and the meta's
+        # torch.empty([0])); the page's "[1] zeros" is the aclnn call without an lse tensor.
         return attention_out, out.new_zeros(0, dtype=torch.float32)
     lse = torch.where(torch.isneginf(lse), torch.full_like(lse, EMPTY_ROW_LSE), lse)
     lse = _unshift(lse.unsqueeze(-1), plan.q_start, plan.q_capacity).to(torch.float32)
