@@ -259,6 +259,102 @@ weight_quant_batchmatmul_op.forbid_autograd(
     "npu_weight_quant_batchmatmul has no backward on the NPU (inference only)")
 
 
+# -- fast provider: dequantize one block of output columns at a time ------------------------------
+
+_BLOCK_BYTES = 4 << 20        # float32 weight block: a few MiB stays in the last-level cache
+_DECODE_ROWS = 256            # above this many rows one whole-weight GEMM is cheaper
+
+
+def _int4_table(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """[256, 2] table: byte value b (as uint8) -> its (low, high) signed nibbles in ``dtype``."""
+    b = torch.arange(256, device=device)
+    lo, hi = b & 0xF, b >> 4
+    pair = torch.stack((lo - 16 * (lo >= 8), hi - 16 * (hi >= 8)), dim=-1)
+    return pair.to(dtype)
+
+
+def _weight_rows(weight: torch.Tensor, k0: int, k1: int, dtype: torch.dtype) -> torch.Tensor:
+    """Logical weight rows ``[k0, k1)`` as a ``[k1 - k0, n]`` tensor of ``dtype`` values.
+
+    int4 words are decoded through a byte table (one gather instead of shift-and-mask passes):
+    little-endian byte i of a packed row holds elements 2i (low nibble) and 2i + 1 (high).
+    """
+    if weight.dtype != torch.int32:
+        return weight[k0:k1].to(dtype)
+    table = _int4_table(dtype, weight.device)
+    if is_transposed(weight):                  # storage (n, k // 8): packed along k
+        part = weight[k0 // 8:k1 // 8].mT.contiguous()
+        vals = torch.nn.functional.embedding(part.view(torch.uint8).to(torch.int32), table)
+        return vals.reshape(part.shape[0], -1).mT
+    part = weight[k0:k1].contiguous()
+    vals = torch.nn.functional.embedding(part.view(torch.uint8).to(torch.int32), table)
+    return vals.reshape(part.shape[0], -1)
+
+
+def _param_rows(p, k0: int, k1: int, group_size: int, dtype) -> torch.Tensor:
+    """A scale / offset for weight rows ``[k0, k1)``, broadcastable against them: a row for
+    per-tensor / per-channel, ``[groups, 1, n]`` for per-group (blocks start on a group)."""
+    if p.dtype == torch.int64:
+        p = integer.unpack_scale_word(p)[0]
+    p = p.to(dtype)
+    if not group_size:
+        return p.reshape(1, -1)
+    return p[k0 // group_size:-(-k1 // group_size)].unsqueeze(1)
+
+
+def _apply(w: torch.Tensor, p: torch.Tensor, op, group_size: int, dtype) -> torch.Tensor:
+    if group_size and p.dim() == 3:
+        rows = w.shape[0]
+        pad = p.shape[0] * group_size - rows
+        if pad == 0:
+            return op(w.reshape(p.shape[0], group_size, -1), p).reshape(rows, -1).to(dtype)
+        p = p.squeeze(1).repeat_interleave(group_size, dim=0)[:rows]
+    return op(w, p).to(dtype)
+
+
+def blocked_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=None,
+                                     quant_scale=None, quant_offset=None, bias=None,
+                                     antiquant_group_size=0, inner_precise=0, weight_dtype=None):
+    """The reference's arithmetic on blocks of weight rows: each block is decoded, offset and
+    scaled in x's dtype while it is cache-resident and accumulated into a float32 result, so no
+    float copy of the whole weight is made when few rows of x share it (decode); with many
+    rows the whole weight is dequantized once and one GEMM does the work (prefill).
+    Elementwise float16 / bfloat16 arithmetic on CPU computes in float32 and rounds once,
+    which is the reference's rounding step by step."""
+    k, n = weight_kn(weight)
+    rows = x.reshape(-1, k).to(torch.float32)
+    g, dt = antiquant_group_size, x.dtype
+    # int64 scales decode to float32 fp19 values: apply those in float32, then round.
+    pdt = torch.float32 if antiquant_scale.dtype == torch.int64 else dt
+    if rows.shape[0] > _DECODE_ROWS:
+        block = k
+    else:
+        block = max(8, _BLOCK_BYTES // (4 * n)) // 8 * 8
+        if g:
+            block = max(g, block // g * g)
+    y = None
+    for k0 in range(0, k, block):
+        k1 = min(k, k0 + block)
+        w = _weight_rows(weight, k0, k1, pdt)
+        if antiquant_offset is not None:
+            w = _apply(w, _param_rows(antiquant_offset, k0, k1, g, pdt), torch.add, g, dt)
+        w = _apply(w.to(pdt), _param_rows(antiquant_scale, k0, k1, g, pdt), torch.mul, g, dt)
+        part = rows[:, k0:k1]
+        y = part @ w.float() if y is None else y.addmm_(part, w.float())
+    y = y.reshape(*x.shape[:-1], n)
+    return finish(y, x.dtype, quant_scale, quant_offset, bias)
+
+
+def _blocked_supports(x, weight, *args, **kwargs):
+    if weight.dim() != 2:
+        return "batched weights take the reference"
+    return None
+
+
+weight_quant_batchmatmul_op.add_provider("blocked", blocked_weight_quant_batchmatmul,
+                                         _blocked_supports)
+
+
 def npu_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=None,
                                  quant_scale=None, quant_offset=None, bias=None,
                                  antiquant_group_size=0, inner_precise=0, weight_dtype=None):
