@@ -131,6 +131,36 @@ def _swiglu_quant() -> None:
         "npu_grouped_matmul_swiglu_quant_v2: expected weight a list of one"))
 
 
+def _ffn() -> None:
+    e = _entry("npu_ffn")
+    half = torch.float16
+    e.samples += [
+        Sample("gelu_fp16", lambda: ((_g(3, 4, dtype=half), _g(4, 6, dtype=half),
+                                      _g(6, 4, dtype=half), "gelu"), {"inner_precise": 1})),
+        Sample("experts_bf16_bias", lambda: (
+            (_g(5, 4, dtype=torch.bfloat16), _g(2, 4, 6, dtype=torch.bfloat16),
+             _g(2, 6, 4, dtype=torch.bfloat16), "silu"),
+            {"expert_tokens": [2, 3], "bias1": _g(2, 6), "bias2": _g(2, 4)})),
+        Sample("swiglu_fp16", lambda: ((_g(3, 4, dtype=half), _g(4, 12, dtype=half),
+                                        _g(6, 4, dtype=half), "swiglu"), {})),
+        Sample("antiquant", lambda: ((_g(3, 4, dtype=half), _int8(4, 6), _int8(6, 4), "relu"),
+                                     {"antiquant_scale1": _g(6, dtype=half),
+                                      "antiquant_scale2": _g(4, dtype=half)})),
+        Sample("quant", lambda: ((_int8(3, 4), _int8(4, 6), _int8(6, 4), "relu"),
+                                 {"scale": torch.tensor([0.1]), "offset": torch.tensor([1.0]),
+                                  "deq_scale1": torch.rand(6), "deq_scale2": torch.rand(4)})),
+    ]
+    e.errors += [
+        ErrorSample("activation", lambda: ((_g(3, 4, dtype=half), _g(4, 6, dtype=half),
+                                            _g(6, 4, dtype=half), "tanh"), {}), ValueError,
+                    "npu_ffn: expected activation one of"),
+        ErrorSample("n2", lambda: ((_g(3, 4, dtype=half), _g(4, 6, dtype=half),
+                                    _g(6, 5, dtype=half), "relu"), {}), RuntimeError,
+                    "npu_ffn: expected weight2 N2 = K1 = 4"),
+    ]
+
+
 _grouped_matmul()
 _finalize_routing()
 _swiglu_quant()
+_ffn()
