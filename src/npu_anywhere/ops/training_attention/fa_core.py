@@ -17,11 +17,13 @@ from .fa_problem import (FAProblem, check_dtypes, expect_stats, from_bnsd, parse
                          stats_from_layout, stats_shape, stats_to_layout, to_bnsd)
 
 
-def check_forward(op: str, a: dict) -> FAProblem:
+def check_forward(op: str, a: dict, lengths_known: bool = True) -> FAProblem:
+    """``lengths_known=False``: TND lengths are placeholders (FakeTensor calls of v3)."""
     q, k, v = a["query"], a["key"], a["value"]
     check_dtypes(op, {"query": q, "key": k, "value": v, "pse": a["pse"]})
     p = parse(op, q, k, v, a["head_num"], a["input_layout"], a["actual_seq_qlen"],
               a["actual_seq_kvlen"])
+    p.lengths_known = lengths_known
     checks.expect(a["padding_mask"] is None, op, "padding_mask", "None (not supported yet by "
                   "the op)", "a tensor", ValueError)
     kp = a["keep_prob"]
@@ -47,8 +49,8 @@ def check_forward(op: str, a: dict) -> FAProblem:
     return p
 
 
-def check_grad(op: str, a: dict) -> FAProblem:
-    p = check_forward(op, a)
+def check_grad(op: str, a: dict, lengths_known: bool = True) -> FAProblem:
+    p = check_forward(op, a, lengths_known)
     q, dy = a["query"], a["dy"]
     total_q = seq_total(p.q_lens) if p.packed else 0
     out_shape = _out_shape(q, p)
@@ -149,7 +151,7 @@ def grad(p: FAProblem, a: dict, seed: int, offset: int, *, use_flash: bool):
     if sink is None:
         dsink = torch.empty(0, device=query.device)
     elif dsink is None:
-        dsink = torch.zeros_like(sink)
+        dsink = sink.new_zeros(sink.shape)
     else:
         dsink = dsink.to(sink.dtype)
     return dq, dk, dv, dpse, dsink
@@ -166,9 +168,9 @@ def fake_forward(p: FAProblem, a: dict):
 
 def fake_grad(p: FAProblem, a: dict):
     q, k, v, pse, sink = a["query"], a["key"], a["value"], a["pse"], a.get("sink")
-    dpse = q.new_empty(0) if pse is None else torch.empty_like(pse)
-    dsink = torch.empty(0, device=q.device) if sink is None else torch.empty_like(sink)
-    return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), dpse, dsink)
+    dpse = q.new_empty(0) if pse is None else pse.new_empty(pse.shape)
+    dsink = torch.empty(0, device=q.device) if sink is None else sink.new_empty(sink.shape)
+    return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), dpse, dsink)
 
 
 def numels(p: FAProblem) -> int:

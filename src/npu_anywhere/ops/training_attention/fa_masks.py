@@ -53,7 +53,7 @@ def check_sparse(op: str, p: FAProblem, atten_mask, pse, sparse_mode: int, pre: 
                       lambda: f"the compressed {want[0]}x{want[1]} mask of sparse_mode "
                               f"{sparse_mode}", lambda: f"shape {shape}", RuntimeError)
     elif p.packed:
-        checks.expect(shape == (p.sq, p.skv), op, "atten_mask",
+        checks.expect(not p.lengths_known or shape == (p.sq, p.skv), op, "atten_mask",
                       lambda: f"shape (max Sq, max Skv) = ({p.sq}, {p.skv}) for layout TND",
                       lambda: f"shape {shape}", RuntimeError)
     else:

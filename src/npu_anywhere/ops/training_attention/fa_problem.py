@@ -42,6 +42,7 @@ class FAProblem:
     kv_lens: Optional[list]
     q_cum: Optional[list]      # TND: cumulative ends (trailing zeros made repeats)
     kv_cum: Optional[list]
+    lengths_known: bool = True     # False: TND lengths are tensors seen only as metadata
 
     @property
     def packed(self) -> bool:
@@ -82,6 +83,7 @@ def _cumulative(op: str, name: str, values, total: int) -> tuple[list, list]:
 
 
 def _seq_list(values) -> Optional[list]:
+    """Lengths as ints (v3 passes int64 tensors)."""
     if values is None:
         return None
     if isinstance(values, torch.Tensor):
@@ -178,18 +180,25 @@ def to_bnsd(x: torch.Tensor, p: FAProblem, heads: int, capacity: int, cum) -> to
     return fia_layouts.to_bnsd(x, p.layout, heads)
 
 
+def _fresh(x: torch.Tensor) -> torch.Tensor:
+    """A new tensor with the canonical contiguous strides (``contiguous()`` may keep a view
+    whose size-1 axes have other strides; the fake kernel promises canonical ones)."""
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    return out.copy_(x)
+
+
 def from_bnsd(x: torch.Tensor, p: FAProblem, cum, total: int) -> torch.Tensor:
-    """Inverse of :func:`to_bnsd` (a contiguous tensor in the call's layout)."""
+    """Inverse of :func:`to_bnsd` (a new contiguous tensor in the call's layout)."""
     if p.layout == "TND":
-        return fia_layouts.pack(x, "TND", cum, total).contiguous()
+        return fia_layouts.pack(x, "TND", cum, total)
     if p.layout == "BNSD":
-        return x.contiguous()
+        return _fresh(x)
     bsnd = x.transpose(1, 2)
     if p.layout == "BSND":
-        return bsnd.contiguous()
+        return _fresh(bsnd)
     b, s, n, d = bsnd.shape
     bsh = bsnd.reshape(b, s, n * d)
-    return (bsh.transpose(0, 1) if p.layout == "SBH" else bsh).contiguous()
+    return _fresh(bsh.transpose(0, 1) if p.layout == "SBH" else bsh)
 
 
 def stats_to_layout(stat: torch.Tensor, p: FAProblem, softmax_layout: str) -> torch.Tensor:

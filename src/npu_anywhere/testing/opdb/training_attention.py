@@ -92,3 +92,45 @@ def _grad() -> None:
 
 _forward()
 _grad()
+
+
+def _lengths_t() -> dict:
+    return {"actual_seq_qlen": torch.tensor([2, 5]), "actual_seq_kvlen": torch.tensor([2, 5])}
+
+
+def _v3() -> None:
+    e = _entry("npu_fusion_attention_v3")
+    e.samples.append(Sample("BSND_gqa", lambda: ((*_qkv("BSND"), 2, "BSND"), {"scale": 0.5})))
+    e.samples.append(Sample("tnd_causal", lambda: (
+        (*_qkv("TND"), 2, "TND"), {"atten_mask": _triu(), "sparse_mode": 3, **_lengths_t()})))
+    e.samples.append(Sample("grad_fp64_sbh_sink", lambda: (
+        (*_qkv("SBH", _F64), 2, "SBH"), {"sink": _g(2, dtype=_F64)}), differentiable=True))
+    e.errors += [
+        ErrorSample("float_lengths", lambda: (
+            (*_qkv("TND"), 2, "TND"),
+            {"actual_seq_qlen": torch.tensor([2.0, 5.0]), "actual_seq_kvlen": torch.tensor([2, 5])}),
+            TypeError, "npu_fusion_attention_v3: expected actual_seq_qlen a 1-D integer"),
+        ErrorSample("sparse_mode", lambda: ((*_qkv("BNSD"), 2, "BNSD"), {"sparse_mode": -1}),
+                    ValueError, r"npu_fusion_attention_v3: expected sparse_mode in \[0, 8\]"),
+    ]
+    g = _entry("npu_fusion_attention_grad_v3")
+
+    def grad_sample(layout, extra=None, lengths=None):
+        q, k, v = _qkv(layout)
+        kwargs, out = _grad_kwargs(layout, q, k, v, extra if lengths is None else
+                                   {**(extra or {}), **_tnd_kwargs()})
+        if lengths is not None:
+            kwargs.update(lengths)
+        return (q, k, v, torch.randn_like(out), 2, layout), kwargs
+
+    g.samples.append(Sample("bnsd", lambda: grad_sample("BNSD")))
+    g.samples.append(Sample("tnd_seed_tensors", lambda: (lambda s: (s[0], {
+        **s[1], "keep_prob": 0.9, "seed": torch.tensor([5]), "offset": torch.tensor([0])}))(
+        grad_sample("TND", lengths=_lengths_t()))))
+    g.errors += [
+        ErrorSample("no_stats", lambda: ((*_qkv("BNSD"), _qkv("BNSD")[0], 2, "BNSD"), {}),
+                    ValueError, "npu_fusion_attention_grad_v3: expected attention_in a tensor"),
+    ]
+
+
+_v3()
