@@ -1,0 +1,191 @@
+"""Benchmark cases for the MoE routing family on DeepSeek-like routing shapes.
+
+T = 4096 tokens, E = 64 experts, top-k 8, H = 2048, float32 and bfloat16.  Contenders:
+
+* ``naive``: what MoE code hand-writes today.  Gating: softmax + ``topk`` + an arange for the
+  row index.  Init routing: a boolean mask and ``nonzero`` per expert, gathering that expert's
+  rows (the per-expert loop of eager MoE layers).  Finalize: the doc formula, one gather and
+  weighted add per k in the input dtype.  Permute / unpermute: Megatron's eager twin
+  (argsort + index_select; index_copy + probs product + sum).
+* ``reference`` / ``npu_anywhere``: the op (the reference is the only provider today).
+
+Bytes moved: every input read once and every output written once.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..ops.moe.finalize_routing import npu_moe_finalize_routing
+from ..ops.moe.gating_top_k_softmax import npu_moe_gating_top_k_softmax
+from ..ops.moe.init_routing_v2 import npu_moe_init_routing_v2
+from ..ops.moe.token_permute import npu_moe_token_permute, npu_moe_token_unpermute
+from .registry import Case, register, with_reference
+
+# name: (tokens T, experts E, top-k K, hidden H)
+PRESETS = {"deepseek-route-4k": (4096, 64, 8, 2048)}
+DTYPES = (torch.float32, torch.bfloat16)
+
+
+def _routing_inputs(t, e, k, h, dtype, device):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(t, h, generator=gen).to(device=device, dtype=dtype)
+    logits = torch.randn(t, e, generator=gen).to(device=device, dtype=dtype)
+    ids = torch.topk(torch.rand(t, e, generator=gen), k, dim=-1).indices.to(torch.int32)
+    return x, logits, ids.to(device)
+
+
+# -- gating ----------------------------------------------------------------------------------
+
+def naive_gating(logits, k):
+    p = torch.softmax(logits.float(), dim=-1)
+    y, idx = torch.topk(p, k, dim=-1)
+    n = logits.shape[0]
+    row_idx = torch.arange(n * k, dtype=torch.int32, device=logits.device).view(k, n).t()
+    return y.to(logits.dtype), idx.to(torch.int32), row_idx.contiguous()
+
+
+def _gating_case(preset, dtype):
+    t, e, k, _ = PRESETS[preset]
+
+    def make(device):
+        return _routing_inputs(t, e, k, 8, dtype, device)[1], k
+
+    size = torch.finfo(dtype).bits // 8
+    return Case(
+        name=f"npu_moe_gating_top_k_softmax {preset} {str(dtype)[6:]}",
+        op="npu_moe_gating_top_k_softmax", preset=preset, dtype=dtype, make_inputs=make,
+        bytes_moved=size * t * e + (size + 8) * t * k,
+        contenders={
+            "naive": naive_gating,
+            "reference": with_reference(lambda x, k: npu_moe_gating_top_k_softmax(x, None, k)),
+            "npu_anywhere": lambda x, k: npu_moe_gating_top_k_softmax(x, None, k),
+        })
+
+
+# -- init routing ------------------------------------------------------------------------------
+
+def naive_init_routing(x, ids, experts):
+    k = ids.shape[1]
+    flat = ids.reshape(-1)
+    chunks, sources, counts = [], [], []
+    for e in range(experts):
+        pos = (flat == e).nonzero().squeeze(-1)          # flat positions, ascending
+        sources.append(pos)
+        chunks.append(x[pos // k])
+        counts.append(pos.numel())
+    order = torch.cat(sources)
+    expanded_row_idx = torch.empty_like(order)
+    expanded_row_idx[order] = torch.arange(order.numel(), device=order.device)
+    return (torch.cat(chunks), expanded_row_idx.to(torch.int32),
+            torch.tensor(counts, dtype=torch.int64, device=x.device))
+
+
+def _init_routing_v2(x, ids, experts):
+    out = npu_moe_init_routing_v2(x, ids, active_num=ids.numel(), expert_num=experts,
+                                  expert_tokens_num_type=1, expert_tokens_num_flag=True)
+    return out[:3]
+
+
+def _init_routing_case(preset, dtype):
+    t, e, k, h = PRESETS[preset]
+
+    def make(device):
+        x, _, ids = _routing_inputs(t, e, k, h, dtype, device)
+        return x, ids, e
+
+    size = torch.finfo(dtype).bits // 8
+    return Case(
+        name=f"npu_moe_init_routing_v2 {preset} {str(dtype)[6:]}", op="npu_moe_init_routing_v2",
+        preset=preset, dtype=dtype, make_inputs=make,
+        bytes_moved=size * t * h + size * t * k * h + 8 * t * k + 8 * e,
+        contenders={
+            "naive": naive_init_routing,
+            "reference": with_reference(_init_routing_v2),
+            "npu_anywhere": _init_routing_v2,
+        })
+
+
+# -- finalize routing ------------------------------------------------------------------------
+
+def naive_finalize(rows, skip1, bias, scales, src_to_dst, ids):
+    n, k = scales.shape
+    out = skip1.clone()
+    idx = src_to_dst.long().view(n, k)
+    for j in range(k):
+        out += scales[:, j:j + 1] * (rows[idx[:, j]] + bias[ids[:, j].long()])
+    return out
+
+
+def _finalize(rows, skip1, bias, scales, src_to_dst, ids):
+    return npu_moe_finalize_routing(rows, skip1, None, bias, scales, src_to_dst, ids, 2)
+
+
+def _finalize_case(preset, dtype):
+    t, e, k, h = PRESETS[preset]
+
+    def make(device):
+        x, logits, ids = _routing_inputs(t, e, k, h, dtype, device)
+        gen = torch.Generator().manual_seed(1)
+        rows = torch.randn(t * k, h, generator=gen).to(device=device, dtype=dtype)
+        bias = torch.randn(e, h, generator=gen).to(device=device, dtype=dtype)
+        scales = torch.rand(t, k, generator=gen).to(device=device, dtype=dtype)
+        src_to_dst = torch.randperm(t * k, generator=gen).to(device=device, dtype=torch.int32)
+        return rows, x, bias, scales, src_to_dst, ids
+
+    size = torch.finfo(dtype).bits // 8
+    return Case(
+        name=f"npu_moe_finalize_routing {preset} {str(dtype)[6:]}",
+        op="npu_moe_finalize_routing", preset=preset, dtype=dtype, make_inputs=make,
+        bytes_moved=size * (t * k * h + 2 * t * h + e * h + t * k) + 8 * t * k,
+        tolerance={"rtol": 2e-2, "atol": 5e-2} if dtype == torch.bfloat16 else {},
+        contenders={
+            "naive": naive_finalize,
+            "reference": with_reference(_finalize),
+            "npu_anywhere": _finalize,
+        })
+
+
+# -- permute / unpermute -----------------------------------------------------------------------
+
+def naive_permute_unpermute(tokens, indices, probs):
+    k = indices.shape[1]
+    perm = torch.argsort(indices.reshape(-1), stable=True)
+    permuted = tokens.index_select(0, perm // k)
+    out = torch.zeros(perm.numel(), tokens.shape[1], dtype=tokens.dtype, device=tokens.device)
+    out.index_copy_(0, perm, permuted)
+    return (out.view(-1, k, tokens.shape[1]) * probs.unsqueeze(-1)).sum(dim=1)
+
+
+def _permute_unpermute(tokens, indices, probs):
+    permuted, sorted_indices = npu_moe_token_permute(tokens, indices)
+    return npu_moe_token_unpermute(permuted, sorted_indices, probs=probs)
+
+
+def _permute_case(preset, dtype):
+    t, e, k, h = PRESETS[preset]
+
+    def make(device):
+        x, _, ids = _routing_inputs(t, e, k, h, dtype, device)
+        probs = torch.softmax(torch.rand(t, k), -1).to(device=device, dtype=dtype)
+        return x, ids.long(), probs
+
+    size = torch.finfo(dtype).bits // 8
+    return Case(
+        name=f"npu_moe_token_permute+unpermute {preset} {str(dtype)[6:]}",
+        op="npu_moe_token_permute", preset=preset, dtype=dtype, make_inputs=make,
+        bytes_moved=size * (2 * t * h + 2 * t * k * h + t * k) + 16 * t * k,
+        tolerance={"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {},
+        contenders={
+            "naive": naive_permute_unpermute,
+            "reference": with_reference(_permute_unpermute),
+            "npu_anywhere": _permute_unpermute,
+        })
+
+
+for _preset in PRESETS:
+    for _dtype in DTYPES:
+        register(_gating_case(_preset, _dtype))
+        register(_init_routing_case(_preset, _dtype))
+        register(_finalize_case(_preset, _dtype))
+        register(_permute_case(_preset, _dtype))
