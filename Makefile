@@ -23,7 +23,8 @@ install: venv
 install-dev: venv
 	$(PIP) install -e ".[dev]"
 
-demo: install
+demo: venv
+	$(PIP) install -e ".[demo]"
 	$(BIN)/npu-anywhere demo
 
 test: install-dev

@@ -238,7 +238,7 @@ def _user_frames(tb):
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import main
-    return main()
+    return main(args=args)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -255,7 +255,9 @@ def _parser() -> argparse.ArgumentParser:
     # `run` and `bench` parse their own arguments (see main); listed here for --help.
     sub.add_parser("run", help="run a Python script or module with the torch_npu shim installed",
                    add_help=False)
-    p_demo = sub.add_parser("demo", help="RoPE walkthrough against the naive formula")
+    p_demo = sub.add_parser("demo", help="an LLM on torch_npu ops vs transformers (--model PATH)")
+    from .demo import add_arguments as add_demo_arguments
+    add_demo_arguments(p_demo)
     p_demo.set_defaults(fn=_cmd_demo)
     sub.add_parser("bench", help="benchmarks (see npu-anywhere bench --help)", add_help=False)
     return parser

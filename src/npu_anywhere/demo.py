@@ -28,8 +28,8 @@ ARCHS = ("llama", "qwen2", "qwen2_moe", "mixtral")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="npu-anywhere demo", description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The demo's options (also the ``npu-anywhere demo`` subcommand's)."""
     p.add_argument("--model", metavar="PATH", default=None,
                    help="local Hugging Face checkpoint directory (config.json + safetensors); "
                         "default: tiny seeded models of every architecture")
@@ -46,6 +46,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return p
+
+
+def _parser() -> argparse.ArgumentParser:
+    return add_arguments(argparse.ArgumentParser(prog="npu-anywhere demo",
+                                                 description=__doc__.splitlines()[0]))
 
 
 def _requests(vocab: int, count: int, new_tokens: int, seed: int):
@@ -103,8 +108,8 @@ def _sample_line(hf_model, requests, dtype, args) -> str:
             f"{res[0].tokens}")
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: Optional[List[str]] = None, args: Optional[argparse.Namespace] = None) -> int:
+    args = args if args is not None else _parser().parse_args(argv)
     try:
         import transformers  # noqa: F401
     except ImportError:
