@@ -280,6 +280,10 @@ def test_strict_950_rules():
         with pytest.raises(ValueError, match="expected antiquant_scale None on 950"):
             FIA(q2, k8, k8, num_heads=1, input_layout="BNSD",
                 antiquant_scale=torch.ones(2, 8).half())
+        nsd = torch.zeros(2, 1, 8).half()
+        assert FIA(nsd, nsd, nsd, num_heads=2, input_layout="NSD")[0].shape == (2, 1, 8)
+    with na.strict("A3"), pytest.raises(ValueError, match="input_layout not NSD on A3"):
+        FIA(nsd, nsd, nsd, num_heads=2, input_layout="NSD")
     with na.strict("A2"), pytest.raises(ValueError, match="N <= 256"):
         FIA(torch.zeros(1, 257, 1, 8).half(), k, k, num_heads=257, num_key_value_heads=1,
             input_layout="BNSD")

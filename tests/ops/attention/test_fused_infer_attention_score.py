@@ -353,6 +353,26 @@ def test_left_padding():
         assert torch.equal(out[i, :, qa + q_lens[i]:], torch.zeros(n, qpad, d))
 
 
+@pytest.mark.parametrize("sq", [3, 1], ids=["prompt", "decode"])
+def test_nsd_layout_with_value_head_dim_unequal(sq):
+    """NSD: [N, S, D] tensors of a single batch (op-plugin's layout table; Ascend950 tests
+    ``nsd_d_unequal``); value's D may differ from query/key's."""
+    n, nkv, skv, d, dv = 4, 2, 5, 12, 8
+    q, k, v = rnd(n, sq, d), rnd(nkv, skv, d, seed=1), rnd(nkv, skv, dv, seed=2)
+    out, lse = FIA(q, k, v, num_heads=n, num_key_value_heads=nkv, input_layout="NSD",
+                   scale=0.3, softmax_lse_flag=True)
+    go, gl = attend(q, k, v, 0.3, torch.ones(1, sq, skv, dtype=torch.bool))
+    assert out.shape == (n, sq, dv) and lse.shape == (1, n, sq, 1)
+    check(out, go)
+    torch.testing.assert_close(lse[0, :, :, 0].double(), gl, rtol=1e-5, atol=1e-5)
+    out2, _ = na.npu_fused_infer_attention_score_v2(q, k, v, num_query_heads=n,
+                                                    num_key_value_heads=nkv, input_layout="NSD",
+                                                    softmax_scale=0.3)
+    check(out2, go)
+    with pytest.raises(ValueError, match="a 3-D tensor for layout NSD"):
+        FIA(q[None], k, v, num_heads=n, num_key_value_heads=nkv, input_layout="NSD")
+
+
 def test_left_padding_mask_and_pse_are_read_at_padded_positions():
     """The PFA kernel offsets atten_mask and pse_shift by the left padding sizes
     (ops-transformer prompt_flash_attention_s1s2_bns1_x910_base.h: mask / pse core offset

@@ -139,7 +139,7 @@ def test_out_overload_and_helpers():
     (dict(dequant_scale_query=torch.ones(1)), NotImplementedError, "dequant_scale_query"),
     (dict(learnable_sink=torch.ones(3)), RuntimeError, "learnable_sink"),
     (dict(out_dtype=23), NotImplementedError, "out_dtype"),
-    (dict(input_layout="NSD"), ValueError, "input_layout"),
+    (dict(input_layout="SBH"), ValueError, "input_layout"),
 ])
 def test_errors(kwargs, error, match):
     q, k = rnd(1, 2, 3, 8), rnd(1, 2, 4, 8, seed=1)

@@ -23,7 +23,7 @@ from .problem import UNBOUNDED, AttentionProblem, gather_paged
 
 FLOAT_QUERY = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 KV_QUANT = (torch.int8, torch.int32)            # int32 = eight packed int4 values
-FIA_LAYOUTS = ("BSH", "BSND", "BNSD", "BNSD_BSND", "TND", "NTD", "TND_NTD", "NTD_TND")
+FIA_LAYOUTS = ("BSH", "BSND", "BNSD", "BNSD_BSND", "TND", "NTD", "TND_NTD", "NTD_TND", "NSD")
 # ops-transformer attention/fused_infer_attention_score/README.md lists Ascend 950PR/950DT next
 # to A2/A3 (the torch_npu page predates it); op-plugin's FusedInferAttentionScoreKernelNpuOpApi.cpp
 # calls aclnnFusedInferAttentionScoreV5 on Ascend950, whose page gives the 950 rules below.
@@ -87,6 +87,9 @@ def _strict(op: str, query: torch.Tensor, key: torch.Tensor, d: int, heads: int,
     if product == Product.ASCEND_950:
         _strict_950(op, query, d, p)
         return
+    # NSD is known only from op-plugin's layout table and its Ascend950 tests.
+    checks.expect(p["input_layout"] != "NSD", op, "input_layout", lambda: f"not NSD on {name}",
+                  "'NSD'", ValueError)
     if product == Product.ATLAS_INFERENCE:
         checks.expect_dtype(query, (torch.float16,), op, "query")
         for arg in ("pse_shift", "quant_scale2"):
@@ -173,7 +176,7 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
         q_lens = inputs.diffs(q_cum)
         sq = max(q_lens) if q_lens else 0
     else:
-        batch, sq = query.shape[0], s_or_t
+        batch, sq = 1 if q_layout == "NSD" else query.shape[0], s_or_t
     # The incremental branch (FIA with Q_S == 1 and no rope; IFA always; PFA never).
     branch = p.get("_branch")
     decode = (not packed and sq == 1 and p["query_rope"] is None) if branch is None \

@@ -56,7 +56,7 @@ INFER_OUTPUT_SCHEMA = (
     "Tensor? block_table=None, int num_query_heads=1, int num_key_value_heads=0, "
     "bool return_softmax_lse=False, Tensor? query_rope=None, int? out_dtype=None) "
     "-> (Tensor, Tensor)")
-LAYOUTS = ("BSH", "BSND", "BNSD", "BNSD_BSND", "BSH_NBSD", "BSND_NBSD", "BNSD_NBSD", "TND",
+LAYOUTS = ("BSH", "BSND", "BNSD", "BNSD_BSND", "BSH_NBSD", "BSND_NBSD", "BNSD_NBSD", "NSD", "TND",
            "TND_NTD", "NTD_TND")
 DEFAULTS = {a.name: a.default_value for a in torch._C.parse_schema(SCHEMA).arguments
             if a.kwarg_only}

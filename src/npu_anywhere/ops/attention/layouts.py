@@ -5,6 +5,8 @@ documented layouts and the internal ``[B, N, S, D]`` form.
 (``BNSD_BSND``: BNSD inputs, a BSND output; ``TND_NTD``, ``NTD_TND``).  Packed layouts (TND, NTD)
 hold ``T`` tokens of ``B`` batches; batch ``b`` owns rows ``cum[b-1] : cum[b]`` of the cumulative
 lengths (op-plugin ``op_plugin/python/meta/_meta_registrations.py``, ``get_query_t_n_d``).
+``NSD`` is BNSD without the batch axis (B = 1): op-plugin's ``get_query_b_n_s_d`` and its
+Ascend950 tests (``test_npu_fused_infer_attention_score_nsd_d_unequal``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 
 from ... import checks
 
-QUERY_LAYOUTS = ("BSH", "BSND", "BNSD", "TND", "NTD")
+QUERY_LAYOUTS = ("BSH", "BSND", "BNSD", "TND", "NTD", "NSD")
 PACKED = ("TND", "NTD")
 COMBINED = {"BNSD_BSND": ("BNSD", "BSND"), "TND_NTD": ("TND", "NTD"), "NTD_TND": ("NTD", "TND"),
             "BSH_BNSD": ("BSH", "BNSD"), "BSND_BNSD": ("BSND", "BNSD"),
@@ -34,7 +36,7 @@ def split_layout(op: str, layout: str, allowed: Sequence[str]) -> tuple[str, str
 
 def query_dims(op: str, query: torch.Tensor, layout: str, num_heads: int) -> tuple[int, int, int]:
     """``(N, S or T, D)`` of a query tensor in ``layout`` (BSH splits H by ``num_heads``)."""
-    dims = 3 if layout in ("BSH", "TND", "NTD") else 4
+    dims = 3 if layout in ("BSH", "TND", "NTD", "NSD") else 4
     checks.expect(query.dim() == dims, op, "query",
                   lambda: f"a {dims}-D tensor for layout {layout}",
                   lambda: f"shape {tuple(query.shape)}", ValueError)
@@ -50,7 +52,7 @@ def query_dims(op: str, query: torch.Tensor, layout: str, num_heads: int) -> tup
         return query.shape[1], query.shape[2], query.shape[3]
     if layout == "TND":
         return query.shape[1], query.shape[0], query.shape[2]
-    return query.shape[0], query.shape[1], query.shape[2]            # NTD
+    return query.shape[0], query.shape[1], query.shape[2]            # NTD, NSD
 
 
 def to_bnsd(x: torch.Tensor, layout: str, heads: int) -> torch.Tensor:
@@ -60,6 +62,8 @@ def to_bnsd(x: torch.Tensor, layout: str, heads: int) -> torch.Tensor:
         return x.reshape(b, s, heads, h // heads).transpose(1, 2)
     if layout == "BSND":
         return x.transpose(1, 2)
+    if layout == "NSD":
+        return x.unsqueeze(0)
     return x
 
 
@@ -97,6 +101,8 @@ def from_bnsd(x: torch.Tensor, layout: str) -> torch.Tensor:
         return x.transpose(1, 2).contiguous()
     if layout == "NBSD":
         return x.transpose(0, 1).contiguous()
+    if layout == "NSD":
+        return x[0].contiguous()
     return x.contiguous()
 
 
@@ -107,6 +113,8 @@ def output_shape(query_shape: Sequence[int], q_layout: str, out_layout: str, num
         t = query_shape[0] if q_layout == "TND" else query_shape[1]
         n = query_shape[1] if q_layout == "TND" else query_shape[0]
         return [t, n, d_out] if out_layout == "TND" else [n, t, d_out]
+    if q_layout == "NSD":
+        return [query_shape[0], query_shape[1], d_out]
     b = query_shape[0]
     if q_layout == "BSH":
         s, n = query_shape[1], num_heads
@@ -124,6 +132,8 @@ def lse_shape(query_shape: Sequence[int], q_layout: str, num_heads: int) -> list
         t = query_shape[0] if q_layout == "TND" else query_shape[1]
         n = query_shape[1] if q_layout == "TND" else query_shape[0]
         return [t, n, 1]
+    if q_layout == "NSD":
+        return [1, query_shape[0], query_shape[1], 1]
     b = query_shape[0]
     if q_layout == "BSH":
         return [b, num_heads, query_shape[1], 1]

@@ -3,7 +3,7 @@ graph helpers, npu_prompt_flash_attention, npu_incre_flash_attention).
 
 Samples are tiny (opcheck runs each several times) and cover the main call forms: BNSD with GQA
 and lse, BSH decode with a (B, KV_S) mask, TND + paged KV chunked prefill with sparse_mode 3,
-int8 KV antiquant.  Error samples are metadata errors only (FakeTensor must raise them too).
+int8 KV antiquant, NSD.  Error samples are metadata errors only (FakeTensor must raise them too).
 """
 
 from __future__ import annotations
@@ -62,6 +62,12 @@ def _float64_bsnd():
                            atten_mask=torch.zeros(3, 4, dtype=torch.bool))
 
 
+def _nsd_value_d_unequal():
+    q, k, v = _r(2, 3, 8), _r(1, 4, 8, seed=1), _r(1, 4, 4, seed=2)
+    return (q, k, v), dict(num_heads=2, num_key_value_heads=1, input_layout="NSD",
+                           softmax_lse_flag=True)
+
+
 def _bad(**kwargs):
     def make():
         (q, k, v), base = _bnsd_gqa_lse()
@@ -86,7 +92,8 @@ def _fia_errors():
 e = _entry(FIA)
 e.samples += [Sample("bnsd_gqa_lse", _bnsd_gqa_lse), Sample("bsh_decode_mask", _bsh_decode_mask),
               Sample("tnd_paged_causal", _tnd_paged_causal), Sample("int8_kv", _int8_kv),
-              Sample("float64_bsnd_band", _float64_bsnd)]
+              Sample("float64_bsnd_band", _float64_bsnd),
+              Sample("nsd_value_d_unequal", _nsd_value_d_unequal)]
 e.errors += _fia_errors()
 
 e = _entry("_npu_fused_infer_attention_score_get_max_workspace")
