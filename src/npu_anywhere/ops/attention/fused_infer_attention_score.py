@@ -19,7 +19,9 @@ shapes, paged-KV length rules (per batch with a block table, also for TND) and a
 seed-004 page and op-plugin
 ``docs/zh/custom_APIs/torch_npu/torch_npu-npu_fused_infer_attention_score.md``;
 the lse of a row with no visible key the incremental kernel of ops-transformer
-(``incre_flash_attention``, ``InitAllZeroOutput``: ``-3.40e38``).
+(``incre_flash_attention``, ``InitAllZeroOutput``: ``-3.40e38``).  Strict mode: A2, A3 and
+Ascend 950 (ops-transformer ``attention/fused_infer_attention_score/README.md``; the 950 rules
+from ``docs/aclnnFusedInferAttentionScoreV5.md``, which op-plugin calls on that chip).
 """
 
 from __future__ import annotations
@@ -230,7 +232,8 @@ class _FusedInferAttentionScore:
         Parameters
         ----------
         query, key, value : Tensor
-            In ``input_layout`` (BSH, BSND, BNSD, BNSD_BSND, TND, NTD, TND_NTD, NTD_TND).  With
+            In ``input_layout`` (BSH, BSND, BNSD, BNSD_BSND, TND, NTD, TND_NTD, NTD_TND, or NSD:
+            one batch as ``[N, S, D]``, out ``[N, S, Dv]``, lse ``[1, N, S, 1]``).  With
             ``block_table`` the KV are paged caches ``[num_blocks, block_size, H]``,
             ``[num_blocks, N, block_size, D]`` or NZ ``[num_blocks, N, D/16, block_size, 16]``.
             int8 KV (and int4 packed eight to an int32) are dequantized with the antiquant
