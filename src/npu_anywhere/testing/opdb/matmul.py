@@ -158,3 +158,31 @@ def trans_word(n: int) -> torch.Tensor:
 
 
 _weight_quant_batchmatmul()
+
+
+# -- npu_quant_matmul_reduce_sum -----------------------------------------------------------------
+
+def _quant_matmul_reduce_sum() -> None:
+    e = _entry("npu_quant_matmul_reduce_sum")
+    e.samples.append(Sample("basic", lambda: (
+        (_i8(2, 3, 8), _i8(2, 8, 5)),
+        {"x1_scale": torch.rand(2, 3), "x2_scale": torch.rand(5).to(_BF16)})))
+    e.samples.append(Sample("batch1_odd", lambda: (
+        (_i8(1, 7, 9), _i8(1, 9, 3)),
+        {"x1_scale": torch.rand(1, 7), "x2_scale": torch.rand(3).to(_BF16)})))
+    e.errors += [
+        ErrorSample("missing_scale", lambda: ((_i8(2, 3, 8), _i8(2, 8, 5)),
+                                              {"x1_scale": torch.rand(2, 3)}), ValueError,
+                    "npu_quant_matmul_reduce_sum: expected x2_scale a tensor"),
+        ErrorSample("batch_mismatch", lambda: (
+            (_i8(2, 3, 8), _i8(3, 8, 5)),
+            {"x1_scale": torch.rand(2, 3), "x2_scale": torch.rand(5).to(_BF16)}), RuntimeError,
+            "npu_quant_matmul_reduce_sum: expected x2 shape"),
+        ErrorSample("x2_scale_dtype", lambda: (
+            (_i8(2, 3, 8), _i8(2, 8, 5)),
+            {"x1_scale": torch.rand(2, 3), "x2_scale": torch.rand(5)}), TypeError,
+            "npu_quant_matmul_reduce_sum: expected x2_scale dtype in"),
+    ]
+
+
+_quant_matmul_reduce_sum()
