@@ -156,6 +156,9 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
     q_layout, out_layout = layouts.split_layout(op, p["input_layout"],
                                                 p.get("_layouts", FIA_LAYOUTS))
     checks.expect_dtype(query, FLOAT_QUERY + (torch.int8,), op, "query")
+    # Full int8: the PFA kernel (prompt_flash_attention_s1s2_bns1_x910.h) quantizes the
+    # unnormalized probabilities of each KV tile, exp(s - running max) * quant_scale1, before
+    # P @ V, so its result depends on the tiling; no page or golden pins that down.
     checks.expect(query.dtype != torch.int8, op, "query",
                   "a floating query (the full-int8 path with dequant_scale1 / quant_scale1 / "
                   "dequant_scale2 is not reproduced)", "int8", NotImplementedError)
