@@ -202,14 +202,14 @@ def _deq(t: torch.Tensor) -> torch.Tensor:
 def _ffn_one(x2, w1, w2, activation, b1, b2, aq, quant, inner_precise, out_dtype):
     if quant is not None:
         scale, offset, d1, d2 = quant
-        acc = torch.mm(x2.to(torch.float64), w1.to(torch.float64)).to(torch.int32)
+        acc = compute.int8_matmul(x2, w1)
         if b1 is not None:
             acc = acc + b1
         h = (acc.to(torch.float32) * _deq(d1)).to(out_dtype)
         a = _apply_activation(h.float(), activation).to(out_dtype)
         q = a.float() * scale.float() + offset.float()
         q = torch.round(q.to(out_dtype).float()).clamp(-128, 127)
-        acc2 = torch.mm(q.to(torch.float64), w2.to(torch.float64)).to(torch.int32)
+        acc2 = compute.int8_matmul(q.to(torch.int8), w2)
         if b2 is not None:
             acc2 = acc2 + b2
         return (acc2.to(torch.float32) * _deq(d2)).to(out_dtype)

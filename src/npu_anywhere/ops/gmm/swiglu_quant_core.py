@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 
 from ..quant import core as quant_core
+from .compute import int8_matmul
 from .grouping import Segment
 
 
@@ -30,9 +31,8 @@ def grouped_swiglu_quant(x: torch.Tensor, weight: torch.Tensor, weight_scale: to
         if seg.length == 0:
             continue
         rows = slice(seg.start, seg.start + seg.length)
-        # float64 holds every int32 sum exactly, so this is the int32 accumulator.
-        acc = torch.mm(x[rows].to(torch.float64), weight[seg.expert].to(torch.float64))
-        v = acc.to(torch.int32).to(torch.float32) * weight_scale[seg.expert].to(torch.float32)
+        acc = int8_matmul(x[rows], weight[seg.expert])          # exact int32
+        v = acc.to(torch.float32) * weight_scale[seg.expert].to(torch.float32)
         c[rows] = v * x_scale[rows].unsqueeze(-1)
     a, g = c.chunk(2, dim=-1)
     s = a * torch.sigmoid(a) * g
