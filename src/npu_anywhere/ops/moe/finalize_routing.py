@@ -104,11 +104,12 @@ def finalize_routing_reference(expanded_permuted_rows, skip1, skip2, bias, scale
     dropped = idx < 0
     table = expanded_permuted_rows.reshape(-1, hidden)
     picked = table.index_select(0, idx.clamp(min=0).reshape(-1)).view(rows, kk, hidden).to(ct)
+    # picked is a fresh temporary (large: N*K*H): edit it in place rather than copy it again.
     if mode in (1, 3):
-        picked = picked.masked_fill(dropped.unsqueeze(-1), 0)
+        picked.masked_fill_(dropped.unsqueeze(-1), 0)
     if bias is not None:
         experts = export_for_source_row.to(torch.int64).reshape(-1)
-        picked = picked + bias.index_select(0, experts).view(rows, kk, hidden).to(ct)
+        picked.add_(bias.to(ct).index_select(0, experts).view(rows, kk, hidden))
     if scales is not None:
         out = torch.bmm(scales.to(ct).unsqueeze(1), picked).squeeze(1)   # sum_k s * row
     else:

@@ -62,9 +62,19 @@ def check_gating_top_k_softmax_v2(x, *, k=1, finished=None, renorm=0, output_sof
                   "then softmax)", repr(renorm), ValueError)
 
 
-def _top_k(values: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    # A stable descending sort ranks equal values by expert id, as the goldens' stable argsort
-    # of -p does; torch.topk makes no promise about ties.
+def _top_k(values: torch.Tensor, k: int, fast: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k largest along -1, equal values ranked by expert id (the goldens' stable argsort).
+
+    ``fast`` (eager only: it reads values) tries ``torch.topk``, which is several times quicker
+    than a full sort but makes no promise about ties, and keeps its answer only when no tie
+    can have mattered: no two of the k values equal and nothing outside them equal to the k-th.
+    """
+    if fast:
+        top, idx = torch.topk(values, k, dim=-1, sorted=True)
+        boundary_tie = (values >= top[..., -1:]).sum(dim=-1) > k
+        inner_tie = (top[..., 1:] == top[..., :-1]).any(dim=-1)
+        if not bool((boundary_tie | inner_tie).any()):
+            return top, idx
     ordered, idx = torch.sort(values, dim=-1, descending=True, stable=True)
     return ordered[..., :k], idx[..., :k]
 
@@ -84,22 +94,23 @@ def _row_idx(shape, k: int, device) -> torch.Tensor:
     return flat.reshape(*shape[:-1], k).contiguous()
 
 
-def gating_top_k_softmax_reference(x, finished=None, k=1):
+def gating_top_k_softmax_reference(x, finished=None, k=1, *, fast=False):
     p = torch.softmax(x.to(compute_dtype(x.dtype)), dim=-1).to(x.dtype)
-    y, idx = _top_k(p, k)
+    y, idx = _top_k(p, k, fast)
     expert_idx = _mask_finished(idx.to(torch.int32), finished, x.shape[-1])
     return y, expert_idx, _row_idx(x.shape, k, x.device)
 
 
-def gating_top_k_softmax_v2_reference(x, *, k=1, finished=None, renorm=0, output_softmax=False):
+def gating_top_k_softmax_v2_reference(x, *, k=1, finished=None, renorm=0, output_softmax=False,
+                                      fast=False):
     ct = compute_dtype(x.dtype)
     if renorm == 1:
-        top, idx = _top_k(x, k)
+        top, idx = _top_k(x, k, fast)
         y = torch.softmax(top.to(ct), dim=-1).to(x.dtype)
         softmax_out = x.new_empty((0,), dtype=torch.float32)
     else:
         p = torch.softmax(x.to(ct), dim=-1)
-        top, idx = _top_k(p, k)
+        top, idx = _top_k(p, k, fast)
         y = top.to(x.dtype)
         softmax_out = p.to(torch.float32) if output_softmax else \
             x.new_empty((0,), dtype=torch.float32)
@@ -116,6 +127,21 @@ gating_top_k_softmax_v2_op = NpuOp(SCHEMA_V2, namespace=TORCH_NPU_NS,
                                    reference=gating_top_k_softmax_v2_reference,
                                    metadata_check=True, info=OpInfo(api="torch_npu"))
 gating_top_k_softmax_v2_op.forbid_autograd("torch_npu defines no backward for it")
+
+
+# -- eager provider: torch.topk with a tie check (falls back to the stable sort on ties) -------
+
+def _topk_v1(x, finished=None, k=1):
+    return gating_top_k_softmax_reference(x, finished, k, fast=True)
+
+
+def _topk_v2(x, *, k=1, finished=None, renorm=0, output_softmax=False):
+    return gating_top_k_softmax_v2_reference(x, k=k, finished=finished, renorm=renorm,
+                                             output_softmax=output_softmax, fast=True)
+
+
+gating_top_k_softmax_op.add_provider("topk", _topk_v1)
+gating_top_k_softmax_v2_op.add_provider("topk", _topk_v2)
 
 
 def npu_moe_gating_top_k_softmax(x, finished=None, k=1):

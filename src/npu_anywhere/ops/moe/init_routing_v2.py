@@ -220,14 +220,14 @@ def init_routing_v2_reference(x, expert_idx, *, scale=None, offset=None, active_
         source = perm[:n_out] // k
         gathered = x.index_select(0, source)
         if quant_mode == -1:
-            expanded_x = gathered.masked_fill(~keep, 0)
+            expanded_x = gathered.masked_fill_(~keep, 0)    # gathered is ours: no second copy
             if scale is not None:
                 expanded_scale = scale.index_select(0, source).masked_fill(~keep[:, 0], 0)
             else:
                 expanded_scale = torch.zeros(n_out, dtype=torch.float32, device=dev)
         else:
             q, row_scale = _quantize(gathered, quant_mode, scale, offset, sorted_key[:n_out], start)
-            expanded_x = q.masked_fill(~keep, 0)
+            expanded_x = q.masked_fill_(~keep, 0)
             if row_scale is None:
                 expanded_scale = torch.zeros((), dtype=torch.float32, device=dev)
             else:
