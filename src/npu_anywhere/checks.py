@@ -9,6 +9,14 @@ so eager, FakeTensor and compiled calls raise the same words.  The exception typ
 what went wrong: ValueError for a bad value (a mode string, a size), TypeError for a bad
 dtype, NotImplementedError for a documented feature we cannot emulate, RuntimeError for
 shape relations (what torch itself raises for those).
+
+torch_npu checks its arguments with ``TORCH_CHECK``, which raises RuntimeError whatever the
+fault, so code written against it catches RuntimeError.  Our ValueError, TypeError and
+IndexError are therefore raised as :class:`NpuValueError`, :class:`NpuTypeError` and
+:class:`NpuIndexError`, which are both (``except ValueError`` and ``except RuntimeError``
+both catch an :class:`NpuValueError`); NotImplementedError already derives from RuntimeError.
+Under ``torch.compile`` Dynamo wraps any error of a fake kernel in its own RuntimeError
+subclass (``TorchRuntimeError``, the message kept), whichever class we raise.
 """
 
 from __future__ import annotations
@@ -17,13 +25,46 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
+
+
+class NpuValueError(ValueError, RuntimeError):
+    """A bad argument value; a RuntimeError too, as torch_npu's ``TORCH_CHECK`` raises."""
+
+
+class NpuTypeError(TypeError, RuntimeError):
+    """A bad argument type or dtype; a RuntimeError too, as torch_npu's ``TORCH_CHECK`` raises."""
+
+
+class NpuIndexError(IndexError, RuntimeError):
+    """An index out of range; a RuntimeError too, as torch_npu's ``TORCH_CHECK`` raises."""
+
+
+ERROR_CLASSES: dict[type, type] = {
+    ValueError: NpuValueError,
+    TypeError: NpuTypeError,
+    IndexError: NpuIndexError,
+}
+"""The class raised for each requested class (others are raised as requested)."""
+
+
+def _raiser(error: type) -> Callable[..., None]:
+    def check(cond: Any, build: Callable[[], str]) -> None:
+        torch._check_with(error, cond, build)
+    return check
+
+
 _RAISERS: dict[type, Callable[..., None]] = {
     RuntimeError: torch._check,
-    ValueError: torch._check_value,
-    TypeError: torch._check_type,
-    IndexError: torch._check_index,
+    ValueError: _raiser(NpuValueError),
+    TypeError: _raiser(NpuTypeError),
+    IndexError: _raiser(NpuIndexError),
     NotImplementedError: torch._check_not_implemented,
 }
+
+
+def error_class(error: type) -> type:
+    """The class :func:`expect` raises when asked for ``error``."""
+    return ERROR_CLASSES.get(error, error)
 
 
 def message(op: str, param: str, requirement: str, actual: Any) -> str:
@@ -45,7 +86,10 @@ def expect(cond: Any, op: str, param: str, requirement: str | Callable[[], str],
         req = requirement() if callable(requirement) else requirement
         return message(op, param, req, value)
 
-    _RAISERS[error](cond, build)
+    raiser = _RAISERS.get(error)
+    if raiser is None:       # any other exception class: raised as asked
+        raiser = _raiser(error)
+    raiser(cond, build)
 
 
 def expect_one_of(value: Any, choices: Iterable[Any], op: str, param: str) -> None:

@@ -12,6 +12,8 @@ Overrides, strongest first:
   ``op=provider`` items, e.g. ``reference`` or ``npu_rotary_mul=compiled,reference``.
 
 Forcing a provider that declines a call falls back to the reference (logged), never fails.
+Naming a provider (or an op) that no op has is an error: ``use_providers`` raises at once, and
+the environment variable is checked on the first op call (all ops are registered by then).
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ log = logging.getLogger("npu_anywhere.dispatch")
 REFERENCE = "reference"
 
 SupportsFn = Callable[..., Optional[str]]
+
+ENV_VAR = "NPU_ANYWHERE_PROVIDERS"
+
+KNOWN_PROVIDERS: set[str] = {REFERENCE}
+"""Every provider name some op has (filled as ops register theirs)."""
+
+KNOWN_OPS: set[str] = set()
+"""Every op that has a provider list."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +73,40 @@ def parse_override(text: str) -> _Override:
 
 _override: contextvars.ContextVar[_Override] = contextvars.ContextVar(
     "npu_anywhere_providers",
-    default=parse_override(os.environ.get("NPU_ANYWHERE_PROVIDERS", "")))
+    default=parse_override(os.environ.get(ENV_VAR, "")))
+
+_env_checked = False
+
+
+def _unknown(override: _Override) -> Optional[tuple[str, str]]:
+    """The first (what, name) of ``override`` that no registered op knows, or None."""
+    for name in override.default or ():
+        if name not in KNOWN_PROVIDERS:
+            return "provider names", name
+    for op, names in override.per_op.items():
+        if op not in KNOWN_OPS:
+            return "op names", op
+        for name in names:
+            if name not in KNOWN_PROVIDERS:
+                return "provider names", name
+    return None
+
+
+def validate(override: _Override, source: str) -> None:
+    """Raise ValueError naming ``source`` when ``override`` names an unknown provider or op."""
+    unknown = _unknown(override)
+    if unknown is not None:
+        what, name = unknown
+        known = sorted(KNOWN_PROVIDERS) if what == "provider names" else "the ops with providers"
+        raise ValueError(f"{source}: expected {what} among {known}, but got {name!r}")
+
+
+def _check_env_once() -> None:
+    global _env_checked
+    text = os.environ.get(ENV_VAR, "")
+    if text.strip():
+        validate(parse_override(text), ENV_VAR)   # raises on every call until fixed
+    _env_checked = True
 
 
 @contextlib.contextmanager
@@ -71,6 +114,10 @@ def use_providers(*names: str, op: str | None = None) -> Iterator[None]:
     """Force the listed providers (in order) for all ops, or for one op."""
     if not names:
         raise ValueError("use_providers: expected at least one provider name, but got none")
+    if op is None:
+        validate(_Override(tuple(names)), "use_providers")
+    else:
+        validate(_Override(None, {op: tuple(names)}), "use_providers")
     current = _override.get()
     if op is None:
         new = _Override(tuple(names), dict(current.per_op))
@@ -100,17 +147,21 @@ class ProviderList:
         self.op_name = op_name
         self.reference = Provider(REFERENCE, reference)
         self._fast: list[Provider] = []
+        KNOWN_OPS.add(op_name)
 
     def add(self, provider: Provider) -> None:
         if provider.name == REFERENCE or any(p.name == provider.name for p in self._fast):
             raise ValueError(f"{self.op_name}: provider {provider.name!r} is registered twice")
         self._fast.append(provider)
+        KNOWN_PROVIDERS.add(provider.name)
 
     @property
     def names(self) -> list[str]:
         return [p.name for p in self._fast] + [REFERENCE]
 
     def select(self, *args: Any, **kwargs: Any) -> Provider:
+        if not _env_checked:
+            _check_env_once()
         forced = _override.get().for_op(self.op_name)
         if forced is None:
             candidates = self._fast

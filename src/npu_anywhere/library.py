@@ -3,7 +3,9 @@
 An :class:`NpuOp` is defined from its literal schema string and owns, for that op:
 
 * the ``_check`` shared by the dispatcher and the fake kernel (same errors in eager,
-  FakeTensor and ``torch.compile``),
+  FakeTensor and ``torch.compile``), preceded by the checks its schema implies
+  (:mod:`npu_anywhere.arguments`: no ``None`` for a required tensor, written tensors that can
+  take the write),
 * the provider list (fast providers with support predicates, reference last),
 * the fake kernel (default: the reference itself, run on fake tensors),
 * autograd (a backward that calls the op's public ``*_backward`` / ``*_grad`` op), or an
@@ -27,6 +29,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from . import checks, targets
+from .arguments import ArgumentSpec
 from .dispatch import Provider, ProviderList
 
 INTERNAL_NS = "npu_anywhere"
@@ -125,6 +128,8 @@ class NpuOp:
         lib.define(schema)
         self.packet = getattr(getattr(torch.ops, namespace), self.name)
         self.overload = self.packet.default
+        self.arguments = ArgumentSpec(self.name, self.overload._schema)
+        arguments = self.arguments
         self._composite = composite
         if composite is not None:
             self.providers = None
@@ -139,7 +144,9 @@ class NpuOp:
             fake_fn = fake if fake is not None else reference
 
             def fake_kernel(*args, **kwargs):
+                arguments.check_required(args, kwargs)
                 check(*args, **kwargs)
+                arguments.check_targets(args, kwargs)
                 return fake_fn(*args, **kwargs)
 
             torch.library.register_fake(self.qualname, fake_kernel, lib=lib)
@@ -150,15 +157,23 @@ class NpuOp:
     # -- dispatch ------------------------------------------------------------------------
 
     def _kernel(self, *args: Any, **kwargs: Any) -> Any:
+        arguments = self.arguments
         validated = self._validated
+        # The op's own check comes before the targets' (a malformed call gets the specific
+        # error); both come before any provider writes.
         if validated is None:
+            arguments.check_required(args, kwargs)
             self.check(*args, **kwargs)
         else:
             signature = _signature(args, kwargs)
             if signature not in validated:
+                arguments.check_required(args, kwargs)
                 self.check(*args, **kwargs)
                 if len(validated) < _MAX_SIGNATURES:
                     validated.add(signature)
+        if arguments.written:
+            # Inference-ness and overlap are not part of the signature: checked every call.
+            arguments.check_targets(args, kwargs)
         return self.providers.select(*args, **kwargs).fn(*args, **kwargs)
 
     def add_provider(self, name: str, fn: Callable[..., Any],
@@ -215,6 +230,7 @@ class NpuOp:
         """
         overload = self.overload
         name = public_name or self.name
+        self.arguments.op = name     # argument errors name the op the user called
 
         def autograd_kernel(*args, **kwargs):
             if torch.is_grad_enabled() and _needs_grad(args, kwargs):
@@ -229,14 +245,21 @@ class NpuOp:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the op, as ``torch.ops.<ns>.<name>(...)`` would.
 
-        A plain eager call -- ordinary tensors, no gradient needed, no torch function or
+        A plain eager call -- arguments that bind to the schema with exactly the types it names
+        (ordinary tensors needing no gradient, ``int`` for ``int``...), no torch function or
         dispatch mode, no functorch transform, no profiler, not traced by ``torch.compile`` --
         runs the op's kernel (check, then provider) directly.  That is exactly what the
         dispatcher would run for it, minus two trips between C++ and Python, which cost as much
         as the arithmetic of a decode-sized call.  Every other call goes through the
-        dispatcher.
+        dispatcher, which converts and rejects arguments as the schema says.  One difference
+        from ``torch.ops``: ``None`` for a non-optional ``bool`` raises here (torch's parser
+        would take it as False).
         """
-        if _plain_eager(args, kwargs):
+        # Dynamo folds this to True and must trace nothing else; in eager it is always False,
+        # even while another thread compiles (unlike torch.compiler.is_compiling()).
+        if torch.compiler.is_dynamo_compiling():
+            return self.overload(*args, **kwargs)
+        if _plain_context() and self.arguments.fast(args, kwargs, torch.is_grad_enabled()):
             # A composite op's dispatcher entry is its Python function.
             run = self._kernel if self._composite is None else self._composite
             if torch._C._len_torch_function_stack():
@@ -244,6 +267,7 @@ class NpuOp:
                 with torch._C.DisableTorchFunction():
                     return run(*args, **kwargs)
             return run(*args, **kwargs)
+        self.arguments.reject_none_bools(args, kwargs)
         return self.overload(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -290,7 +314,8 @@ def _describe(value: Any) -> Any:
         return (value.shape, value.dtype, value.device, value.is_contiguous())
     if isinstance(value, (list, tuple)):
         return tuple(_describe(v) for v in value)
-    return value
+    # The type too: 285 == 285.0 and 1 == True, but a check may accept one and not the other.
+    return (value.__class__, value)
 
 
 def _signature(args: tuple, kwargs: dict) -> tuple:
@@ -306,16 +331,25 @@ TRANSPARENT_FUNCTION_MODES: set[type] = set()
 eager calls made under them may still skip the dispatcher."""
 
 
-def _plain_eager(args: tuple, kwargs: dict) -> bool:
-    """True when the dispatcher would do nothing for this call but run our kernel."""
-    # is_compiling() first: Dynamo folds it to True and must not trace the rest.
-    if (torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack()
+def _plain_context() -> bool:
+    """True when no mode, transform or profiler would see a call through the dispatcher."""
+    # Not torch.compiler.is_compiling(): that flag is process-wide, so it would send every
+    # thread's calls down the slow path while one thread compiles.  Dynamo and AOT tracing
+    # both show up here anyway (is_dynamo_compiling is folded to True; AOT traces under
+    # dispatch modes).
+    if (torch.compiler.is_dynamo_compiling() or torch._C._len_torch_dispatch_stack()
             or torch._C._functorch.peek_interpreter_stack() is not None
             or torch._C._autograd._profiler_enabled()):
         return False
     modes = torch._C._len_torch_function_stack()
-    if modes and not all(type(torch._C._get_function_stack_at(i)) in TRANSPARENT_FUNCTION_MODES
-                         for i in range(modes)):
+    return not modes or all(type(torch._C._get_function_stack_at(i)) in
+                            TRANSPARENT_FUNCTION_MODES for i in range(modes))
+
+
+def _plain_eager(args: tuple, kwargs: dict) -> bool:
+    """True when the dispatcher would do nothing for this call but run our kernel
+    (the context and the tensors; ``ArgumentSpec.fast`` also checks the other values)."""
+    if not _plain_context():
         return False
     grad = torch.is_grad_enabled()
     for value in (*args, *kwargs.values()):
@@ -328,10 +362,11 @@ def _plain_eager(args: tuple, kwargs: dict) -> bool:
 
 
 def _plain_value(value: Any, grad: bool) -> bool:
-    """Not a tensor, or a plain ``torch.Tensor`` (no subclass) that needs no gradient."""
+    """Not a tensor, or a plain ``torch.Tensor`` (no subclass, not meta) needing no gradient."""
     if not isinstance(value, torch.Tensor):
         return True
-    return type(value) is torch.Tensor and not (grad and value.requires_grad)
+    return (type(value) is torch.Tensor and not value.is_meta
+            and not (grad and value.requires_grad))
 
 
 def _needs_grad(args: tuple, kwargs: dict) -> bool:

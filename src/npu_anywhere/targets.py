@@ -76,7 +76,13 @@ def parse_product(name: str | Product) -> Product:
 
 def _from_env() -> Product | None:
     value = os.environ.get("NPU_ANYWHERE_STRICT", "").strip()
-    return parse_product(value) if value else None
+    if not value:
+        return None
+    try:
+        return parse_product(value)
+    except ValueError as exc:   # say which setting is wrong: the user wrote no strict() call
+        raise ValueError(str(exc).replace("npu_anywhere.strict:", "NPU_ANYWHERE_STRICT:", 1)) \
+            from None
 
 
 _active: contextvars.ContextVar[Product | None] = contextvars.ContextVar(

@@ -21,7 +21,10 @@ Other costs, contained:
   only the token count turns dynamic (DeepSeek normalizes three widths per layer; one shared
   dynamic kernel for all of them is markedly slower at decode sizes).
 * If compilation fails (no C++ compiler, unsupported platform), the provider logs why once,
-  disables itself and the call runs the reference.
+  disables itself and the call runs the reference.  A call that fails because of its own
+  arguments fails the eager reference too: then that error is raised and the provider stays on.
+* The first call of a specialization waits for the compiler (seconds); that is logged at INFO,
+  once per specialization, naming the switch that avoids it.
 * Intermediate roundings are kept (``emulate_precision_casts``), so compiled results equal the
   reference's (up to floating-point contraction).
 """
@@ -47,11 +50,22 @@ DEFAULT_OPTIONS = {
 }
 
 
-def _compile_after_from_env() -> Optional[int]:
-    value = os.environ.get("NPU_ANYWHERE_COMPILE_AFTER", "8").strip().lower()
+ENV_VAR = "NPU_ANYWHERE_COMPILE_AFTER"
+
+
+def parse_compile_after(text: str, source: str = ENV_VAR) -> Optional[int]:
+    """``"8"`` -> 8; ``"never"`` / ``"off"`` / ``"none"`` -> None; anything else: ValueError."""
+    value = text.strip().lower()
     if value in ("never", "off", "none"):
         return None
+    if not value.isdigit():   # also rejects "-1", "1.5" and ""
+        raise ValueError(f"{source}: expected a non-negative integer (calls before compiling) "
+                         f"or 'never', but got {text!r}")
     return int(value)
+
+
+def _compile_after_from_env() -> Optional[int]:
+    return parse_compile_after(os.environ.get(ENV_VAR, "8"))
 
 
 _compile_after: Optional[int] = _compile_after_from_env()
@@ -88,8 +102,9 @@ class CompiledProvider:
     name = "compiled"
 
     def __init__(self, fn: Callable[..., Any], key: Callable[..., Hashable],
-                 options: Optional[dict] = None):
+                 options: Optional[dict] = None, op_name: Optional[str] = None):
         self._fn = fn
+        self._op_name = op_name or getattr(fn, "__name__", "op")
         self._key = key
         self._options = {**DEFAULT_OPTIONS, **(options or {})}
         self._compiled: dict[Hashable, Callable[..., Any]] = {}
@@ -102,7 +117,9 @@ class CompiledProvider:
         threshold = _compile_after
         if threshold is None:
             return "disabled (NPU_ANYWHERE_COMPILE_AFTER=never)"
-        if torch.compiler.is_compiling():
+        # Dynamo only: torch.compiler.is_compiling() is process-wide, and would turn the
+        # provider off in every thread while one thread compiles.
+        if torch.compiler.is_dynamo_compiling():
             return "called while torch.compile is tracing"
         key = self._key(*args, **kwargs)
         if key in self._compiled:
@@ -127,12 +144,18 @@ class CompiledProvider:
             compiled = torch.compile(_fresh_code(self._fn, tag), fullgraph=True,
                                      options=self._options)
             self._compiled[key] = compiled
+            log.info("compiling %s %s (this call waits for the compiler; set %s=never to stay "
+                     "eager)", self._op_name, tag, ENV_VAR)
         try:
             return compiled(*args, **kwargs)
-        except Exception as exc:  # compiler missing or broken: never fail a call because of it
+        except Exception as exc:
+            # Either the compiler is missing or broken (never fail a call because of it), or
+            # the call itself is bad, which the eager reference then rejects too: its error is
+            # the call's error, and the provider stays on for the calls that are fine.
+            result = self._fn(*args, **kwargs)
             self._disabled = f"disabled after a compilation failure: {type(exc).__name__}: {exc}"
             log.warning("npu_anywhere compiled provider %s", self._disabled)
-            return self._fn(*args, **kwargs)
+            return result
 
 
 def register(op, fn: Callable[..., Any] | None = None, *, key: Callable[..., Hashable],
@@ -141,6 +164,6 @@ def register(op, fn: Callable[..., Any] | None = None, *, key: Callable[..., Has
 
     ``options`` are Inductor options, added to :data:`DEFAULT_OPTIONS`.
     """
-    provider = CompiledProvider(fn or op.providers.reference.fn, key, options)
+    provider = CompiledProvider(fn or op.providers.reference.fn, key, options, op_name=op.name)
     op.add_provider(CompiledProvider.name, provider.run, provider.supports)
     return provider

@@ -180,7 +180,7 @@ def test_compile_strict_mode_errors_match_eager():
     while e is not None:
         chain.append(e)
         e = e.__cause__ or e.__context__
-    assert any(type(x) is ValueError and str(x) == str(eager.value) for x in chain), chain
+    assert any(isinstance(x, ValueError) and str(x) == str(eager.value) for x in chain), chain
 
 
 @pytest.mark.slow
@@ -422,7 +422,7 @@ def test_fake_errors_match_eager(case):
             fn(*fake_args)
     assert type(fake.value) is type(eager.value)
     assert str(fake.value) == str(eager.value)
-    assert type(eager.value) in (ValueError, TypeError, RuntimeError, NotImplementedError)
+    assert isinstance(eager.value, (ValueError, TypeError, RuntimeError, NotImplementedError))
     assert ": expected" in str(eager.value)
 
 
