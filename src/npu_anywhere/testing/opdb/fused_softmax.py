@@ -121,5 +121,64 @@ def _dropout_with_add_softmax() -> None:
     ]
 
 
+# -- npu_fused_attention_score / _fwd / _backward ---------------------------------------------
+
+_H16 = torch.float16
+
+
+def _qkv(dtype=_H16, shape=(2, 3, 8, 4)):
+    return tuple(_g(*shape, dtype=dtype) for _ in range(3))
+
+
+def _fused_attention_score() -> None:
+    for name in ("npu_fused_attention_score", "npu_fused_attention_score_fwd"):
+        e = _entry(name)
+        e.samples.append(Sample("fp16_full_mask", lambda: (
+            (*_qkv(), _g(2, 3, 8, 8, dtype=_H16), 0.125, 1.0), {})))
+        e.samples.append(Sample("fp16_padding_mask_kw", lambda: (
+            _qkv(), {"attention_mask": _g(2, 1, 1, 8, dtype=_H16), "scale": 0.5,
+                     "keep_prob": 1.0})))
+        # the additive mask goes by keyword so that only q, k, v ask for gradients
+        e.samples.append(Sample("grad_fp64", lambda: (
+            (*_qkv(_F64),), {"attention_mask": _g(2, 1, 8, 8, dtype=_F64), "scale": 0.3,
+                             "keep_prob": 1.0}), differentiable=name.endswith("score")))
+        e.errors += [
+            ErrorSample("fp32", lambda name=name: (
+                (*_qkv(torch.float32), _g(2, 3, 8, 8), 0.1, 1.0), {}), TypeError,
+                f"{name}: expected query_layer dtype in"),
+            ErrorSample("key_shape", lambda: (
+                (_g(2, 3, 8, 4, dtype=_H16), _g(2, 3, 9, 4, dtype=_H16),
+                 _g(2, 3, 8, 4, dtype=_H16), _g(2, 3, 8, 8, dtype=_H16), 0.1, 1.0), {}),
+                RuntimeError, f"{name}: expected key_layer the shape of query_layer"),
+            ErrorSample("mask_shape", lambda: (
+                (*_qkv(), _g(2, 3, 8, 7, dtype=_H16), 0.1, 1.0), {}), RuntimeError,
+                f"{name}: expected attention_mask a shape that broadcasts"),
+            ErrorSample("keep_prob_zero", lambda: (
+                (*_qkv(), _g(2, 3, 8, 8, dtype=_H16), 0.1, 0.0), {}), NotImplementedError,
+                f"{name}: expected keep_prob above 0"),
+            ErrorSample("transpose_flag", lambda: (
+                (*_qkv(), _g(2, 3, 8, 8, dtype=_H16), 0.1, 1.0), {"key_transpose": True}),
+                NotImplementedError, f"{name}: expected key_transpose False"),
+        ]
+    b = _entry("npu_fused_attention_score_backward")
+    b.samples.append(Sample("fp16", lambda: (
+        (_g(16, 12, dtype=_H16), torch.rand(2, 3, 8, 8).to(_H16), *_qkv(),
+         (torch.rand(2 * 3 * 8 * 8) < 0.9).to(torch.uint8), 0.125, 0.9), {})))
+    b.samples.append(Sample("fp64", lambda: (
+        (_g(16, 12, dtype=_F64), torch.rand(2, 3, 8, 8, dtype=_F64), *_qkv(_F64),
+         torch.ones(2 * 3 * 8 * 8, dtype=torch.uint8), 1.0, 1.0), {})))
+    b.errors += [
+        ErrorSample("grad_shape", lambda: (
+            (_g(2, 3, 8, 4, dtype=_H16), torch.rand(2, 3, 8, 8).to(_H16), *_qkv(),
+             torch.ones(384, dtype=torch.uint8), 0.1, 1.0), {}), RuntimeError,
+            "npu_fused_attention_score_backward: expected grad_output the shape"),
+        ErrorSample("mask_len", lambda: (
+            (_g(16, 12, dtype=_H16), torch.rand(2, 3, 8, 8).to(_H16), *_qkv(),
+             torch.ones(383, dtype=torch.uint8), 0.1, 1.0), {}), RuntimeError,
+            "npu_fused_attention_score_backward: expected mask a 1-D tensor"),
+    ]
+
+
 _scaled_masked_softmax()
 _dropout_with_add_softmax()
+_fused_attention_score()
