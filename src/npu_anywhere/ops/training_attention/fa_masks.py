@@ -57,9 +57,10 @@ def check_sparse(op: str, p: FAProblem, atten_mask, pse, sparse_mode: int, pre: 
                       lambda: f"shape (max Sq, max Skv) = ({p.sq}, {p.skv}) for layout TND",
                       lambda: f"shape {shape}", RuntimeError)
     else:
+        # BNSS, B1SS, 11SS (no 1NSS), SS
         ok = shape == (p.sq, p.skv) or (
-            len(shape) == 4 and shape[2:] == (p.sq, p.skv) and shape[0] in (1, p.batch)
-            and shape[1] in (1, p.heads) and not (shape[0] == 1 and shape[1] != 1))
+            len(shape) == 4 and shape[2:] == (p.sq, p.skv)
+            and ((shape[0] == p.batch and shape[1] in (1, p.heads)) or shape[:2] == (1, 1)))
         checks.expect(ok, op, "atten_mask",
                       lambda: f"a BNSS, B1SS, 11SS or SS mask for B={p.batch}, N={p.heads}, "
                               f"Sq={p.sq}, Skv={p.skv}", lambda: f"shape {shape}",

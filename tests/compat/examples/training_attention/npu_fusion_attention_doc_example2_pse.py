@@ -1,0 +1,34 @@
+# seed 004, torch_npu.npu_fusion_attention, 使用pse位置编码的示例 (indentation restored).
+import math
+import torch
+import torch_npu
+def example_with_pse():
+    # Set random seeds so the example is reproducible.
+    torch.manual_seed(0)
+    torch.npu.manual_seed(0)
+    # B: batch size, N: head num, S: sequence length, D: head dim.
+    B, N, S, D = 1, 4, 16, 64
+    scale = 1.0 / math.sqrt(D)
+    query = torch.randn(B, N, S, D, dtype=torch.float16, device="npu")
+    key = torch.randn(B, N, S, D, dtype=torch.float16, device="npu")
+    value = torch.randn(B, N, S, D, dtype=torch.float16, device="npu")
+    # Build pse in BNSS format; it is added directly to the attention scores.
+    pse = torch.randn(B, N, S, S, dtype=torch.float16, device="npu") * 0.01 # BNSS
+    attention_score = torch_npu.npu_fusion_attention(
+        query,
+        key,
+        value,
+        head_num=N,
+        input_layout="BNSD",
+        pse=pse,
+        scale=scale,
+        keep_prob=1.0,
+    )[0]
+    # Reference implementation: softmax(scale * QK^T + pse) * V.
+    ref_scores = torch.matmul(query.float().cpu(), key.float().cpu().transpose(2, 3)) * scale
+    ref_out = torch.matmul(torch.softmax(ref_scores + pse.float().cpu(), dim=-1), value.float().cpu())
+    max_diff = (attention_score.float().cpu() - ref_out).abs().max().item()
+    print(f"attention_score shape: {attention_score.shape}, max_diff: {max_diff:.6f}")
+if __name__ == "__main__":
+    if torch.npu.is_available():
+        example_with_pse()
