@@ -186,3 +186,43 @@ def _quant_matmul_reduce_sum() -> None:
 
 
 _quant_matmul_reduce_sum()
+
+
+# -- npu_linear / npu_linear_backward ------------------------------------------------------------
+
+def _linear() -> None:
+    e = _entry("npu_linear")
+    for dtype in (_F32, _F16, _BF16):
+        e.samples.append(Sample(f"bias_{str(dtype)[6:]}", lambda dtype=dtype: (
+            (torch.randn(3, 16).to(dtype), torch.randn(5, 16).to(dtype),
+             torch.randn(5).to(dtype)), {})))
+    e.samples.append(Sample("no_bias", lambda: ((torch.randn(2, 7), torch.randn(4, 7)), {})))
+    e.samples.append(Sample("grad_fp64_bias", lambda: (
+        (torch.randn(3, 6, dtype=torch.float64), torch.randn(4, 6, dtype=torch.float64),
+         torch.randn(4, dtype=torch.float64)), {}), differentiable=True))
+    e.samples.append(Sample("grad_fp64_no_bias", lambda: (
+        (torch.randn(2, 5, dtype=torch.float64), torch.randn(3, 5, dtype=torch.float64)), {}),
+        differentiable=True))
+    e.errors += [
+        ErrorSample("k_mismatch", lambda: ((torch.randn(2, 7), torch.randn(4, 6)), {}),
+                    RuntimeError, "npu_linear: expected weight shape"),
+        ErrorSample("bias_shape", lambda: ((torch.randn(2, 7), torch.randn(4, 7),
+                                            torch.randn(3)), {}), ValueError,
+                    "npu_linear: expected bias shape"),
+        ErrorSample("int8", lambda: ((_i8(2, 7), _i8(4, 7)), {}), NotImplementedError,
+                    "npu_linear: expected input a floating tensor"),
+        ErrorSample("three_d", lambda: ((torch.randn(2, 2, 7), torch.randn(4, 7)), {}),
+                    ValueError, "npu_linear: expected input a 2-D tensor"),
+    ]
+    g = _entry("npu_linear_backward")
+    g.samples.append(Sample("basic", lambda: (
+        (torch.randn(3, 5), torch.randn(3, 16), torch.randn(5, 16)), {})))
+    g.samples.append(Sample("bf16", lambda: (
+        (torch.randn(2, 4).to(_BF16), torch.randn(2, 8).to(_BF16), torch.randn(4, 8).to(_BF16)),
+        {})))
+    g.errors.append(ErrorSample("grad_shape", lambda: (
+        (torch.randn(3, 4), torch.randn(3, 16), torch.randn(5, 16)), {}), RuntimeError,
+        "npu_linear_backward: expected grad shape"))
+
+
+_linear()
