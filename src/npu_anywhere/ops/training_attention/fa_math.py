@@ -33,7 +33,7 @@ import torch
 
 from .fa_masks import MaskPlan, keep_rows, pse_rows
 
-SCORE_BUDGET = 1 << 23          # score elements per block (32 MiB of float32)
+SCORE_BUDGET = 1 << 24          # score elements per block (64 MiB of float32)
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -66,21 +66,31 @@ class Dropout:
 
 
 def _scores(q_blk, k, pse_blk, scale, masked):
+    """``scale * (q k^T + pse)`` with masked positions at -inf (one fresh buffer, updated in
+    place: each pass over a block of scores costs as much as the matmul on CPU)."""
     s = torch.matmul(q_blk, k.transpose(-1, -2))
     if pse_blk is not None:
-        s = s + pse_blk
-    s = s * scale
+        s.add_(pse_blk)
+    s.mul_(scale)
     if masked is not None:
-        s = s.masked_fill(masked, float("-inf"))
+        s.masked_fill_(masked, float("-inf"))
     return s
 
 
-def _probs(s, m, l):
-    """``exp(s - m) / l``, 0 for rows that saw nothing (``l == 0``)."""
-    m_safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    p = torch.exp(s - m_safe.unsqueeze(-1))
-    inv = torch.where(l > 0, 1.0 / torch.where(l > 0, l, torch.ones_like(l)), torch.zeros_like(l))
-    return p * inv.unsqueeze(-1)
+def _finite(m):
+    """Row maxima usable as exponent offsets: 0 for rows that saw nothing (-inf)."""
+    return torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+
+
+def _inverse(l):
+    """``1 / l``, 0 for rows that saw nothing (``l == 0``)."""
+    safe = torch.where(l > 0, l, torch.ones_like(l))
+    return torch.where(l > 0, 1.0 / safe, torch.zeros_like(l))
+
+
+def _probs_(s, m, l):
+    """``exp(s - m) / l`` written over ``s``."""
+    return s.sub_(_finite(m).unsqueeze(-1)).exp_().mul_(_inverse(l).unsqueeze(-1))
 
 
 def forward(q, k, v, *, scale: float, pse, sink, plan: MaskPlan, dropout: Dropout):
@@ -99,14 +109,14 @@ def forward(q, k, v, *, scale: float, pse, sink, plan: MaskPlan, dropout: Dropou
         m = s.amax(dim=-1)
         if sink_col is not None:
             m = torch.maximum(m, sink_col.expand_as(m))
-        m_safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-        e = torch.exp(s - m_safe.unsqueeze(-1))
-        l = e.sum(dim=-1)
+        m_safe = _finite(m)
+        p = s.sub_(m_safe.unsqueeze(-1)).exp_()
+        l = p.sum(dim=-1)
         if sink_col is not None:
             l = l + torch.exp(sink_col - m_safe)
-        p = _probs(s, m, l)
+        p.mul_(_inverse(l).unsqueeze(-1))
         if dropout.active:
-            p = p * dropout.factor((b, n, skv), i0, i1, q.device, ct)
+            p.mul_(dropout.factor((b, n, skv), i0, i1, q.device, ct))
         out[:, :, i0:i1] = torch.matmul(p, v)
         m_all[:, :, i0:i1] = m
         l_all[:, :, i0:i1] = l
@@ -139,26 +149,27 @@ def backward(q, k, v, dy, out, m, l, *, scale: float, pse, sink, plan: MaskPlan,
         i1 = min(sq, i0 + step)
         q_blk, dy_blk, d_blk = q[:, :, i0:i1], dy[:, :, i0:i1], big_d[:, :, i0:i1]
         s = _scores(q_blk, k, pse_rows(pse, i0, i1, ct), scale, plan.rows(i0, i1))
-        p = _probs(s, m[:, :, i0:i1], l[:, :, i0:i1])
+        p = _probs_(s, m[:, :, i0:i1], l[:, :, i0:i1])
         dp = torch.matmul(dy_blk, v.transpose(-1, -2))
         if dropout.active:
             z = dropout.factor((b, n, skv), i0, i1, q.device, ct)
             dv += torch.matmul((p * z).transpose(-1, -2), dy_blk)
-            dp = dp * z
+            dp.mul_(z)
         else:
             dv += torch.matmul(p.transpose(-1, -2), dy_blk)
-        ds = p * (dp - d_blk.unsqueeze(-1))
+        ds = dp.sub_(d_blk.unsqueeze(-1)).mul_(p)
         dq[:, :, i0:i1] = torch.matmul(ds, k) * scale
         dk += torch.matmul(ds.transpose(-1, -2), q_blk) * scale
         if dpse is not None:
-            g = _reduce_to(ds * scale, pse.shape)
+            g = _reduce_to(ds, pse.shape) * scale
             if pse.shape[2] == 1:
                 dpse += g
             else:
                 dpse[:, :, i0:i1] += g
         if dsink is not None:
             mb, lb = m[:, :, i0:i1], l[:, :, i0:i1]
-            p_sink = _probs(sink.to(ct).view(1, n, 1, 1).expand(b, n, i1 - i0, 1), mb, lb)
+            p_sink = _probs_(sink.to(ct).view(1, n, 1, 1).expand(b, n, i1 - i0, 1).clone(),
+                             mb, lb)
             dsink -= (p_sink[..., 0] * d_blk).sum(dim=(0, 2))
     if kv_heads != n:
         dk = dk.view(b, kv_heads, n // kv_heads, skv, -1).sum(dim=2)

@@ -284,7 +284,10 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
     gen_mask_parallel, sync : bool
         Accepted (how the NPU schedules its mask generation); no effect.
     softmax_layout : str
-        "" or, with TND, "TND": the statistics are ``[T, N, 8]`` either way.
+        "" or, with TND, "TND".  TND statistics are ``[T, N, 8]`` either way; "TND" orders
+        their rows token-major, "" (NTD) head-major within each sequence (batch ``b``'s
+        ``len_b * N`` rows hold head 0's tokens, then head 1's...), the order
+        npu_ring_attention_update reads.
     sink : Tensor, optional
         ``[Nq]`` extra logits (op-plugin's newer schema).
     dropout_mask : None
