@@ -76,7 +76,7 @@ def _top_k(values: torch.Tensor, k: int, fast: bool = False) -> tuple[torch.Tens
         if not bool((boundary_tie | inner_tie).any()):
             return top, idx
     ordered, idx = torch.sort(values, dim=-1, descending=True, stable=True)
-    return ordered[..., :k], idx[..., :k]
+    return ordered[..., :k].contiguous(), idx[..., :k].contiguous()
 
 
 def _mask_finished(expert_idx: torch.Tensor, finished, experts: int) -> torch.Tensor:
