@@ -36,8 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--arch", choices=ARCHS, action="append", default=None,
                    help="tiny architecture to run (repeatable; default: all)")
     p.add_argument("--dtype", choices=tuple(DTYPES), default="float32")
-    p.add_argument("--new-tokens", type=int, default=16, help="longest generation (default 16)")
-    p.add_argument("--requests", type=int, default=6, help="number of prompts (default 6)")
+    p.add_argument("--new-tokens", type=int, default=12, help="longest generation (default 12)")
+    p.add_argument("--requests", type=int, default=5, help="number of prompts (default 5)")
     p.add_argument("--max-batch", type=int, default=4, help="running batch size (default 4)")
     p.add_argument("--block-size", type=int, default=16, help="paged cache block size")
     p.add_argument("--seed", type=int, default=0)

@@ -16,8 +16,21 @@ on npu_anywhere's kernels; ``npu-anywhere demo`` checks it against Hugging Face 
 - :mod:`.reference`: the transformers side (tiny configs, seeded weights, eager greedy loop).
 """
 
+from importlib import import_module
+
 from .config import ModelConfig
-from .engine import Engine
-from .scheduler import GenerationResult, Request, generate, sample_next
+
+# The engine modules import torch_npu, which exists once npu_anywhere.install() has run (or on
+# a real Ascend machine); they load on first use so that .config / .reference / .weights import
+# without it.
+_LAZY = {"Engine": ".engine", "Request": ".scheduler", "GenerationResult": ".scheduler",
+         "generate": ".scheduler", "sample_next": ".scheduler"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["ModelConfig", "Engine", "Request", "GenerationResult", "generate", "sample_next"]
