@@ -255,8 +255,15 @@ def measure(filter_text: str = "", repeats: int = 3, threads: int = 0) -> list[d
     ``bytes_moved`` in this process.
     """
     import multiprocessing as mp
+    import os
+    from ..kernels.compiled import ENV_VAR
     from .runner import copy_bandwidth
-    ctx = mp.get_context("fork")
+    # The children inherit this: their warm call compiles the hot tiers (paged decode), as a
+    # serving loop does after its first calls; the default (8 calls) is never reached here.
+    os.environ.setdefault(ENV_VAR, "0")
+    # A fresh interpreter per contender: a forked child of a process whose OpenMP pool has
+    # run (the copy-floor measurement) can hang in its first parallel op.
+    ctx = mp.get_context("spawn")
     rows = []
     for case in _cases():
         if filter_text not in case.name:
