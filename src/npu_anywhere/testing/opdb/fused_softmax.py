@@ -179,6 +179,56 @@ def _fused_attention_score() -> None:
     ]
 
 
+# -- npu_multi_head_attention / npu_multi_head_attention_backward ---------------------------
+
+_MHA = dict(b=1, n=16, d=16, s=16, t=32)
+
+
+def _mha_args(dtype=_H16, bias=True, prob=0.0, use_float=True):
+    b, n, d, s, t = (_MHA[k] for k in "bndst")
+    e = n * d
+
+    def r(*shape):
+        return _g(*shape, dtype=dtype) * 0.1
+
+    biases = [r(e) if bias else None for _ in range(4)]
+    return (r(b * t, e), r(b * s, e), r(b * s, e), r(e, e), r(e, e), r(e, e), r(b, 1, t, s),
+            r(e, e), *biases, None, n, d, s, t, prob, use_float)
+
+
+def _multi_head_attention() -> None:
+    e = _entry("npu_multi_head_attention")
+    e.samples.append(Sample("fp16_float_softmax", lambda: (_mha_args(), {})))
+    e.samples.append(Sample("fp16_half_softmax_no_bias", lambda: (
+        _mha_args(bias=False, use_float=False), {})))
+    e.samples.append(Sample("fp64", lambda: (_mha_args(_F64), {})))
+    e.errors += [
+        ErrorSample("heads_align", lambda: (_mha_args()[:13] + (8, 32, 16, 32, 0.0, True), {}),
+                    ValueError, "npu_multi_head_attention: expected attn_head_num a positive"),
+        ErrorSample("fp32", lambda: (_mha_args(torch.float32), {}), TypeError,
+                    "npu_multi_head_attention: expected query dtype in"),
+        ErrorSample("prob", lambda: (_mha_args(prob=1.0), {}), ValueError,
+                    "npu_multi_head_attention: expected dropout_prob a drop rate"),
+    ]
+    b = _entry("npu_multi_head_attention_backward")
+
+    def grad_args(dtype=_H16):
+        a = _mha_args(dtype)
+        fwd = torch.ops.npu.npu_multi_head_attention(*a)
+        y = fwd[0]
+        return (a[:6] + (a[7],) + a[8:12] + tuple(fwd[2:]) + (torch.randn_like(y), fwd[1])
+                + a[13:])
+
+    b.samples.append(Sample("fp16", lambda: (grad_args(), {})))
+    b.samples.append(Sample("fp64", lambda: (grad_args(_F64), {})))
+    b.errors += [
+        ErrorSample("mask_len", lambda: (grad_args()[:18] + (torch.ones(3, dtype=torch.uint8),)
+                                         + grad_args()[19:], {}), RuntimeError,
+                    "npu_multi_head_attention_backward: expected dropout_mask the shape"),
+    ]
+
+
 _scaled_masked_softmax()
 _dropout_with_add_softmax()
 _fused_attention_score()
+_multi_head_attention()
