@@ -226,3 +226,39 @@ def _linear() -> None:
 
 
 _linear()
+
+
+# -- npu_bmmV2 and its backward ops --------------------------------------------------------------
+
+def _bmm_v2() -> None:
+    f64 = torch.float64
+    e = _entry("npu_bmmV2")
+    e.samples += [
+        Sample("seed_example", lambda: ((torch.randn(10, 3, 4), torch.randn(10, 4, 5), []), {})),
+        Sample("broadcast_fp16", lambda: ((torch.randn(2, 1, 3, 4).to(_F16),
+                                           torch.randn(5, 4, 6).to(_F16), []), {})),
+        Sample("reduce_batch", lambda: ((torch.randn(4, 3, 5), torch.randn(5, 2), [1, 3, 2]),
+                                        {})),
+        Sample("int32", lambda: ((torch.randint(-9, 9, (2, 3, 4), dtype=_I32),
+                                  torch.randint(-9, 9, (2, 4, 2), dtype=_I32), []), {})),
+        Sample("grad_fp64_broadcast", lambda: ((torch.randn(2, 3, 4, dtype=f64),
+                                                torch.randn(4, 5, dtype=f64), []), {}),
+               differentiable=True),
+    ]
+    e.errors += [
+        ErrorSample("k_mismatch", lambda: ((torch.randn(2, 3, 4), torch.randn(2, 5, 6), []), {}),
+                    RuntimeError, "npu_bmmV2: expected mat2 a k dim"),
+        ErrorSample("one_d", lambda: ((torch.randn(4), torch.randn(4, 5), []), {}), ValueError,
+                    "npu_bmmV2: expected self a tensor with at least 2 dims"),
+        ErrorSample("bad_output_sizes", lambda: ((torch.randn(2, 3, 4), torch.randn(4, 5),
+                                                  [2, 3, 4]), {}), ValueError,
+                    "npu_bmmV2: expected output_sizes"),
+    ]
+    for name in ("npu_bmm_v2_mat1_backward", "npu_bmm_v2_mat2_backward"):
+        g = _entry(name)
+        g.samples.append(Sample("broadcast", lambda name=name: (
+            (torch.randn(2, 3, 5), torch.randn(2, 3, 4), torch.randn(4, 5),
+             [2, 3, 4] if name.endswith("mat1_backward") else [4, 5]), {})))
+
+
+_bmm_v2()
