@@ -59,7 +59,7 @@ def test_gradcheck_sbh_gqa_pse():
 
     def f(q, k, v, pse):
         return na.npu_fusion_attention_v3(q, k, v, 4, "SBH", pse=pse, scale=0.5)[0]
-    assert torch.autograd.gradcheck(f, (q, k, v, pse))
+    assert torch.autograd.gradcheck(f, (q, k, v, pse), fast_mode=True)
 
 
 def test_fake_tensor_lengths_give_the_shapes_without_values():
