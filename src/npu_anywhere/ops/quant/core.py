@@ -276,7 +276,7 @@ def _zero_nan_(r: torch.Tensor) -> torch.Tensor:
     in-place pass; traced (torch.compile): a compare-and-select, which Inductor vectorizes (its
     nan_to_num lowering tests NaN element by element).
     """
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_dynamo_compiling():
         return torch.where(r != r, torch.zeros_like(r), r)
     return r.nan_to_num_(nan=0.0)
 
