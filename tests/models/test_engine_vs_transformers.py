@@ -47,6 +47,17 @@ def test_engine_matches_transformers(hf_model):
     assert cmp.tolerance < 1e-3
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_engine_matches_transformers_in_half_precision(dtype):
+    """Same comparison in the 16-bit dtypes (weights, activations and cache in the dtype)."""
+    hf = tiny_model("llama", dtype=dtype)
+    reqs = requests()[:3]
+    cmp = compare(hf, reqs, dtype=dtype, block_size=4, max_batch=2, time_ops=False)
+    assert cmp.greedy_identical == [True] * len(reqs)
+    assert cmp.max_diff <= cmp.tolerance, (cmp.step_max_diff, cmp.tolerance)
+    assert all(r.logits[0].dtype == torch.float32 for r in cmp.results)
+
+
 def test_a_broken_op_is_caught(monkeypatch):
     """The comparison is not vacuous: a SwiGLU that scales its output by 1.001 (a subtle bug)
     or RoPE left out fails it."""
@@ -106,3 +117,17 @@ def test_full_demo_passes(capsys):
     assert main(["--no-progress"]) == 0
     out = capsys.readouterr().out
     assert out.count("-> PASS") == len(ARCHS) and "FAIL" not in out
+
+
+def test_a_wrong_moe_combine_is_caught(monkeypatch):
+    """finalize_routing read with the column-order index map (drop_pad_mode 0) while
+    init_routing_v2 numbers rows token-major: the mix-up the MoE comparison must see."""
+    hf = tiny_model("qwen2_moe")
+    real = torch_npu.npu_moe_finalize_routing
+
+    def column_order(*args, **kwargs):
+        kwargs["drop_pad_mode"] = 0
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch_npu, "npu_moe_finalize_routing", column_order)
+    assert not compare(hf, requests()[:2], block_size=4, max_batch=2, time_ops=False).passed
