@@ -1,1 +1,2 @@
-"""Fast providers.  Nothing outside ``kernels/triton`` imports triton."""
+"""Fast providers: ``compiled`` (torch.compile of an op's reference) and ``attention`` (flash,
+tiled online-softmax and paged attention engines)."""
