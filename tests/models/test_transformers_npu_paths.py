@@ -51,6 +51,7 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow    # a fresh interpreter importing transformers: ~15 s on 2 cores
 @pytest.mark.skipif(not hasattr(npu_anywhere, "npu_fusion_attention"),
                     reason="npu_fusion_attention is not implemented yet")
 def test_flash_attention_2_on_npu_matches_eager(tmp_path):
