@@ -72,5 +72,25 @@ class TestNPUFlashAttention(TestCase):
         ]
         for sparse_params in sparse_params_list:
             self.check_result(query, key, value, sparse_params)
+# --- added by npu_anywhere tests: check the numbers ---
+def _check_numbers(self):
+    # sparse_mode 3 at Sq == Skv and mode 4 with a symmetric band: the float64 formula
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 8, 64, 64, dtype=torch.float16) for _ in range(3))
+    mask = torch.from_numpy(np.triu(np.ones([2048, 2048]), k=1)).bool().npu()
+    out = torch_npu.npu_fusion_attention(q.npu(), k.npu(), v.npu(), head_num=8,
+                                         input_layout="BNSD", scale=0.125, sparse_mode=3,
+                                         atten_mask=mask)[0]
+    s = q.double() @ k.double().transpose(2, 3) * 0.125
+    s = s.masked_fill(torch.triu(torch.ones(64, 64, dtype=torch.bool), 1), float("-inf"))
+    want = torch.softmax(s, -1) @ v.double()
+    assert out.dtype == torch.float16 and out.shape == (1, 8, 64, 64)
+    torch.testing.assert_close(out.cpu().double(), want, rtol=2e-3, atol=2e-3)
+    print("EXAMPLE OK")
+
+
+TestNPUFlashAttention.test_zz_check_numbers = _check_numbers
+# --- end of the added block ---
+
 if __name__ == "__main__":
     run_tests()

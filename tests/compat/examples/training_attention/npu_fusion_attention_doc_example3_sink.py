@@ -31,6 +31,26 @@ def example_with_sink():
     ref_out = torch.matmul(ref_probs, value.float().cpu())
     max_diff = (attention_score.float().cpu() - ref_out).abs().max().item()
     print(f"attention_score shape: {attention_score.shape}, max_diff: {max_diff:.6f}")
+# --- added by npu_anywhere tests: check the numbers ---
+def _check_numbers():
+    torch.manual_seed(0)
+    B, N, S, D = 1, 4, 16, 64
+    scale = 1.0 / math.sqrt(D)
+    q, k, v = (torch.randn(B, N, S, D, dtype=torch.float16) for _ in range(3))
+    sink = torch.linspace(-0.2, 0.2, steps=N, dtype=torch.float32)
+    out = torch_npu.npu_fusion_attention(q.npu(), k.npu(), v.npu(), head_num=N,
+                                         input_layout="BNSD", sink=sink.npu(), scale=scale)[0]
+    s = q.double() @ k.double().transpose(2, 3) * scale
+    col = sink.double().view(1, N, 1, 1).expand(B, N, S, 1)
+    want = torch.softmax(torch.cat([s, col], -1), -1)[..., :-1] @ v.double()
+    assert out.dtype == torch.float16 and out.shape == (B, N, S, D)
+    torch.testing.assert_close(out.cpu().double(), want, rtol=2e-3, atol=2e-3)
+    print("EXAMPLE OK")
+
+
+_check_numbers()
+# --- end of the added block ---
+
 if __name__ == "__main__":
     if torch.npu.is_available():
         example_with_sink()
