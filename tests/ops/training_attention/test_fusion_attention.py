@@ -491,3 +491,15 @@ def test_ring_attention_update_merges_kv_chunks_into_full_attention(layout):
     out = na.npu_ring_attention_update(parts[0][0], parts[0][1], parts[0][2], parts[1][0],
                                        parts[1][1], parts[1][2], **kw)[0]
     torch.testing.assert_close(out, full, atol=2e-5, rtol=2e-5)
+
+
+def test_mask_shapes_bnss_b1ss_11ss_ss_accepted_and_1nss_rejected():
+    q, k, v = _rand(2, 2, 4, 4), _rand(2, 2, 4, 4, seed=1), _rand(2, 2, 4, 4, seed=2)
+    causal = torch.triu(torch.ones(4, 4, dtype=torch.bool), 1)
+    want = na.npu_fusion_attention(q, k, v, 2, "BNSD", atten_mask=causal)[0]
+    for shape in ((2, 2, 4, 4), (2, 1, 4, 4), (1, 1, 4, 4)):
+        got = na.npu_fusion_attention(q, k, v, 2, "BNSD",
+                                      atten_mask=causal.expand(shape).contiguous())[0]
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match="npu_fusion_attention: expected atten_mask a BNSS"):
+        na.npu_fusion_attention(q, k, v, 2, "BNSD", atten_mask=causal.expand(1, 2, 4, 4))
