@@ -22,10 +22,10 @@ import os
 import sys
 from typing import List, Optional, Sequence
 
-import torch
-
+# torch is imported inside the functions: the command-line parser imports this module for its
+# options, and `npu-anywhere --help` / `--version` must not pay for a torch import.
 ARCHS = ("llama", "qwen2", "qwen2_moe", "mixtral")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "default: tiny seeded models of every architecture")
     p.add_argument("--arch", choices=ARCHS, action="append", default=None,
                    help="tiny architecture to run (repeatable; default: all)")
-    p.add_argument("--dtype", choices=tuple(DTYPES), default="float32")
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.add_argument("--new-tokens", type=int, default=12, help="longest generation (default 12)")
     p.add_argument("--requests", type=int, default=5, help="number of prompts (default 5)")
     p.add_argument("--max-batch", type=int, default=4, help="running batch size (default 4)")
@@ -54,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _requests(vocab: int, count: int, new_tokens: int, seed: int):
+    import torch
     from .models import Request
 
     g = torch.Generator().manual_seed(seed)
@@ -91,6 +92,7 @@ def _report(cmp, requests) -> None:
 
 
 def _sample_line(hf_model, requests, dtype, args) -> str:
+    import torch
     from .models import Engine, ModelConfig, Request, generate, sample_next
 
     cfg = ModelConfig.from_hf(hf_model.config)
@@ -123,7 +125,8 @@ def main(argv: Optional[List[str]] = None, args: Optional[argparse.Namespace] = 
     from .models.compare import compare
     from .models.reference import pretrained_model, tiny_model
 
-    dtype = DTYPES[args.dtype]
+    import torch
+    dtype = getattr(torch, args.dtype)
     progress = not args.no_progress and sys.stderr.isatty()
     print("npu_anywhere demo: an LLM engine written against torch_npu (paged KV cache, TND "
           "prefill / BSND decode\nFIA, add_rms_norm, rotary, swiglu, MoE routing + grouped "
