@@ -190,10 +190,9 @@ def flash_causal(p, atten_mask, sparse_mode: int) -> Optional[bool]:
 
 def flash_forward(q, k, v, scale: float, causal: bool):
     """``(out, lse)`` from the fused kernel; GQA heads are handled inside it."""
-    dtype = q.dtype if q.dtype in (torch.float32, torch.float64) else q.dtype
-    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        q.to(dtype), k.to(dtype), v.to(dtype), 0.0, causal, scale=scale)
-    return out, lse
+    # bfloat16 / float16 go in as they are: the kernel accumulates in float32 itself
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        q, k, v, 0.0, causal, scale=scale)
 
 
 def flash_backward(q, k, v, dy, out, lse, scale: float, causal: bool):
