@@ -36,9 +36,10 @@ def _flat(out):
 
 
 def test_every_public_op_has_samples_and_errors():
-    for name, op in REGISTRY.items():
-        if op.info.public:
-            assert name in OPDB and OPDB[name].samples and OPDB[name].errors, name
+    missing = [name for name, op in REGISTRY.items()
+               if op.info.public and not (name in OPDB and OPDB[name].samples
+                                          and OPDB[name].errors)]
+    assert not missing, missing
 
 
 def test_schema_is_the_literal_string():
@@ -71,6 +72,9 @@ def test_fake_matches_eager(name, sample):
     for f, e in zip(fake, eager):
         if e is None:
             assert f is None
+            continue
+        if not isinstance(e, torch.Tensor):     # int / float outputs (seed, offset, numels)
+            assert isinstance(f, (type(e), torch.SymInt, torch.SymFloat)), (type(f), type(e))
             continue
         assert f.shape == e.shape and f.dtype == e.dtype and f.device == e.device
         assert f.stride() == e.stride()
