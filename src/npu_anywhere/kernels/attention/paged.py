@@ -147,7 +147,7 @@ def _decode_compiled_only(q, key_cache, value_cache, table, kv_lens, scale: floa
     its size; the compiled provider runs its function eagerly when compilation fails, so the
     eager answer here is "not available" and the caller uses the chunked engine instead.
     """
-    if not torch.compiler.is_compiling():
+    if not torch.compiler.is_dynamo_compiling():    # per thread, unlike is_compiling()
         return None
     return decode_core(q, key_cache, value_cache, table, kv_lens, scale)
 
