@@ -259,6 +259,16 @@ def _bmm_v2() -> None:
         g.samples.append(Sample("broadcast", lambda name=name: (
             (torch.randn(2, 3, 5), torch.randn(2, 3, 4), torch.randn(4, 5),
              [2, 3, 4] if name.endswith("mat1_backward") else [4, 5]), {})))
+        g.errors += [
+            ErrorSample("k_mismatch", lambda name=name: (
+                (torch.randn(2, 3, 5), torch.randn(2, 3, 4), torch.randn(6, 5),
+                 [2, 3, 4] if name.endswith("mat1_backward") else [6, 5]), {}),
+                RuntimeError, f"{name}: expected mat2 a k dim"),
+            ErrorSample("mixed_dtypes", lambda name=name: (
+                (torch.randn(2, 3, 5), torch.randn(2, 3, 4).half(), torch.randn(4, 5),
+                 [2, 3, 4] if name.endswith("mat1_backward") else [4, 5]), {}),
+                TypeError, f"{name}: expected mat2 the same dtype as mat1"),
+        ]
 
 
 _bmm_v2()
