@@ -13,11 +13,12 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 import torch
 
-from .engine import Engine
+if TYPE_CHECKING:      # the engine imports torch_npu; sampling and scheduling do not need it
+    from .engine import Engine
 
 Tensor = torch.Tensor
 
