@@ -68,3 +68,14 @@ def decode_allowed(skv, kv_len, mask_row=None):
     for j in range(kv_len):
         ok[0, j] = mask_row is None or not bool(mask_row[j])
     return ok
+
+
+# -- inputs and comparison shared by the op tests ------------------------------------------
+
+def rnd(*shape, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
+
+
+def close(out, golden, atol=2e-5):
+    torch.testing.assert_close(out.double(), golden, atol=atol, rtol=atol)

@@ -10,24 +10,14 @@ import pytest
 import torch
 
 import npu_anywhere as na
-from golden import INF, attend, decode_allowed, prompt_allowed
+from golden import INF, attend, decode_allowed, prompt_allowed, rnd
 
 FIA = na.npu_fused_infer_attention_score
 ATOL = {torch.float32: 2e-5, torch.float64: 1e-10, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
 
-
-@pytest.fixture(autouse=True, params=["reference", "attention-fast"])
-def provider(request):
-    """Every golden test runs on the reference and on the fast kernels (which fall back to the
-    reference for the problems they decline)."""
-    with na.use_providers(request.param):
-        yield request.param
-
-
-def rnd(*shape, dtype=torch.float32, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
+# Every golden test runs on the reference and on the fast kernels (conftest.py).
+pytestmark = pytest.mark.usefixtures("each_provider")
 
 
 def to_layout(x, layout):

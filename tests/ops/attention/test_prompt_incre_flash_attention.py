@@ -6,27 +6,13 @@ import pytest
 import torch
 
 import npu_anywhere as na
-from golden import INF, attend, decode_allowed, prompt_allowed
+from golden import INF, attend, close, decode_allowed, prompt_allowed, rnd
 
 NPU = getattr(torch.ops, na.library.TORCH_NPU_NS)
 
 
-
-@pytest.fixture(autouse=True, params=["reference", "attention-fast"])
-def provider(request):
-    """Every golden test runs on the reference and on the fast kernels (which fall back to the
-    reference for the problems they decline)."""
-    with na.use_providers(request.param):
-        yield request.param
-
-
-def rnd(*shape, dtype=torch.float32, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
-
-
-def close(out, golden, atol=2e-5):
-    torch.testing.assert_close(out.double(), golden, atol=atol, rtol=atol)
+# Every golden test runs on the reference and on the fast kernels (conftest.py).
+pytestmark = pytest.mark.usefixtures("each_provider")
 
 
 # -- prompt ----------------------------------------------------------------------------------
