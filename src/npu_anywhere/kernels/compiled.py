@@ -26,7 +26,10 @@ Other costs, contained:
 * The first call of a specialization waits for the compiler (seconds); that is logged at INFO,
   once per specialization, naming the switch that avoids it.
 * Intermediate roundings are kept (``emulate_precision_casts``), so compiled results equal the
-  reference's (up to floating-point contraction).
+  reference's up to the operations whose bits depend on the CPU on either side: eager ATen's
+  reductions sum in an order set by the vector width, ``addcmul`` may fuse into an FMA and float32
+  ``sqrt`` is not correctly rounded.  References that must match bit for bit (the cache writes)
+  avoid all three.
 """
 
 from __future__ import annotations
