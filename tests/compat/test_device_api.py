@@ -26,7 +26,7 @@ def npu(monkeypatch):
         yield torch.npu
     finally:
         npu_anywhere.uninstall()
-    assert "torch_npu.npu.utils" not in sys.modules and not hasattr(torch, "npu")
+    assert "torch_npu.npu.utils" not in sys.modules and not compat.torch_npu_present()
 
 
 def test_seeding_hooks_torch_asks_for(npu):

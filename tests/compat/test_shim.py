@@ -24,7 +24,7 @@ SHIM_MODULES = ("torch_npu", "torch_npu.npu", "torch.npu", "cann_ops_transformer
 
 
 def _snapshot():
-    return {name: sys.modules.get(name) for name in SHIM_MODULES}, hasattr(torch, "npu")
+    return {name: sys.modules.get(name) for name in SHIM_MODULES}, compat.torch_npu_present()
 
 
 @pytest.fixture
@@ -193,7 +193,7 @@ def test_uninstall_restores_sys_modules():
     before = _snapshot()
     npu_anywhere.install(device_strings_enabled=False)
     assert sys.modules["torch_npu"].__npu_anywhere_shim__ is True
-    assert "cann_ops_transformer.ops" in sys.modules and hasattr(torch, "npu")
+    assert "cann_ops_transformer.ops" in sys.modules and compat.torch_npu_present()
     npu_anywhere.install(device_strings_enabled=False)  # idempotent
     npu_anywhere.uninstall()
     assert _snapshot() == before

@@ -137,8 +137,27 @@ def uninstall() -> None:
         sys.modules.pop(_modules.pop(), None)
     if _installed.pop("torch_npu", None) is not None and hasattr(torch, "npu"):
         del torch.npu
+        if torch._C._get_privateuse1_backend_name() == "npu":
+            # The renamed PrivateUse1 backend stays the process's accelerator (torch cannot
+            # rename it back), and torch.accelerator.is_available() -- which Dynamo asks on every
+            # compile -- looks up torch.<accelerator>: leave a module that reports no device.
+            torch.npu = _inert_npu_module()
     _installed.pop("cann_ops_transformer", None)
 
 
 def installed() -> bool:
     return "torch_npu" in _installed or "cann_ops_transformer" in _installed
+
+
+def _inert_npu_module() -> types.ModuleType:
+    """What ``torch.npu`` is after :func:`uninstall` once the backend was named "npu"."""
+    module = types.ModuleType("torch.npu", "No npu device: npu_anywhere's shim is uninstalled.")
+    module.__npu_anywhere_inert__ = True
+    module.is_available = lambda: False
+    module.device_count = lambda: 0
+    return module
+
+
+def torch_npu_present() -> bool:
+    """True while ``torch.npu`` is the shim's device API (not the inert module left behind)."""
+    return hasattr(torch, "npu") and not getattr(torch.npu, "__npu_anywhere_inert__", False)
