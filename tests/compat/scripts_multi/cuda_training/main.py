@@ -109,7 +109,8 @@ npu_anywhere.uninstall()
 assert torch.cuda.device_count is not patched_device_count
 assert torch.cuda.device_count.__module__.startswith("torch.cuda")
 assert torch.Generator is torch._C.Generator and not hasattr(torch.Tensor, "is_npu")
-assert "torch_npu" not in __import__("sys").modules and not hasattr(torch, "npu")
+assert "torch_npu" not in __import__("sys").modules
+assert not npu_anywhere.compat.torch_npu_present()    # at most the inert torch.npu left behind
 try:
     torch.zeros(1).cuda()
 except (RuntimeError, AssertionError):
