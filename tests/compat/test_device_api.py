@@ -182,3 +182,22 @@ def test_switches_scripts_set_are_accepted(npu):
     npu.config.allow_internal_format = False
     npu.set_compile_mode(jit_compile=False)
     assert npu.is_initialized() and npu.init() is None
+
+
+def test_after_a_full_install_and_uninstall_torch_still_compiles_and_seeds_quietly():
+    """The renamed backend stays torch's accelerator: uninstall leaves an inert torch.npu so
+    that torch.accelerator (asked on every compile) and torch.manual_seed keep working."""
+    import subprocess
+    code = (
+        "import warnings, torch, npu_anywhere\n"
+        "warnings.simplefilter('error')\n"
+        "npu_anywhere.install(); torch.zeros(1).npu(); npu_anywhere.uninstall()\n"
+        "from npu_anywhere import compat\n"
+        "assert not compat.torch_npu_present() and not torch.npu.is_available()\n"
+        "torch.manual_seed(0)\n"
+        "f = torch.compile(lambda t: t.sin(), backend='eager', fullgraph=True)\n"
+        "assert torch.equal(f(torch.zeros(2)), torch.zeros(2))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env={**__import__("os").environ,
+                                            "NPU_ANYWHERE_DEVICE": "cpu"})
+    assert proc.returncode == 0, proc.stderr[-3000:]

@@ -155,6 +155,9 @@ def _inert_npu_module() -> types.ModuleType:
     module.__npu_anywhere_inert__ = True
     module.is_available = lambda: False
     module.device_count = lambda: 0
+    # torch.manual_seed seeds the accelerator too and warns unless these two exist.
+    module._is_in_bad_fork = lambda: False
+    module.manual_seed_all = lambda seed: None
     return module
 
 
