@@ -1,0 +1,54 @@
+"""Op database entries of the permuted and fused matmuls: npu_transpose_batchmatmul,
+npu_transpose_quant_batchmatmul and npu_quant_matmul_gelu."""
+
+from __future__ import annotations
+
+import torch
+
+from . import ErrorSample, Sample, entry as _entry
+
+_I8, _I32, _F32, _BF16, _F16 = torch.int8, torch.int32, torch.float32, torch.bfloat16, torch.float16
+
+
+def _x(*shape, dtype=_F16):
+    return torch.randn(*shape).to(dtype)
+
+
+def _words(n: int) -> torch.Tensor:
+    from ...ops.quant.trans_quant_param import trans_quant_param_reference
+    return trans_quant_param_reference(torch.rand(n) * 0.2 + 0.01, None, 1)
+
+
+# -- npu_transpose_batchmatmul -------------------------------------------------------------------
+
+def _transpose_batchmatmul() -> None:
+    e = _entry("npu_transpose_batchmatmul")
+    s = e.samples
+    s.append(Sample("fp16_mbk", lambda: ((_x(3, 2, 16), _x(2, 16, 32)), {"perm_x1": [1, 0, 2],
+                                                                         "perm_y": [1, 0, 2]})))
+    s.append(Sample("bf16_bmk_defaults", lambda: ((_x(2, 5, 32, dtype=_BF16),
+                                                   _x(2, 32, 16, dtype=_BF16)), {})))
+    s.append(Sample("fp32_weight_bnk", lambda: ((_x(3, 2, 16, dtype=_F32),
+                                                 _x(2, 16, 16, dtype=_F32)),
+                                                {"perm_x1": [1, 0, 2], "perm_x2": [0, 2, 1]})))
+    s.append(Sample("int8_scale", lambda: ((_x(3, 2, 16), _x(2, 16, 16)),
+                                           {"perm_x1": [1, 0, 2], "scale": _words(32)})))
+    s.append(Sample("batch_split_factor", lambda: ((_x(3, 4, 16), _x(4, 16, 16)),
+                                                   {"perm_x1": [1, 0, 2],
+                                                    "batch_split_factor": 2})))
+    err = e.errors
+    err.append(ErrorSample("perm_x1", lambda: ((_x(3, 2, 16), _x(2, 16, 16)),
+                                               {"perm_x1": [2, 0, 1]}), ValueError,
+                           "npu_transpose_batchmatmul: expected perm_x1 "))
+    err.append(ErrorSample("k_alignment", lambda: ((_x(2, 3, 8), _x(2, 8, 16)), {}), ValueError,
+                           "npu_transpose_batchmatmul: expected input a k dim divisible by 16"))
+    err.append(ErrorSample("k_mismatch", lambda: ((_x(2, 3, 32), _x(2, 16, 16)), {}),
+                           RuntimeError, "npu_transpose_batchmatmul: expected weight a reduce"))
+    err.append(ErrorSample("scale_size", lambda: (
+        (_x(3, 2, 16), _x(2, 16, 16)), {"perm_x1": [1, 0, 2], "scale": _words(16)}),
+        ValueError, "npu_transpose_batchmatmul: expected scale a 1-D tensor of size B "))
+    err.append(ErrorSample("bias", lambda: ((_x(3, 2, 16), _x(2, 16, 16)), {"bias": _x(16)}),
+                           ValueError, "npu_transpose_batchmatmul: expected bias None"))
+
+
+_transpose_batchmatmul()
