@@ -16,7 +16,10 @@ def main() -> None:
              "| op | api | family | namespace | providers | autograd |",
              "|---|---|---|---|---|---|"]
     for r in implemented:
-        lines.append(f"| {r['name']} | {r['api']} | {r['family']} | {r['namespace']} | "
+        # named overloads next to the op: "npu_grouped_matmul (.List)"
+        name = r["name"] + (f" ({', '.join('.' + o for o in r['overloads'])})"
+                            if r["overloads"] else "")
+        lines.append(f"| {name} | {r['api']} | {r['family']} | {r['namespace']} | "
                      f"{r['providers']} | {r['autograd']} |")
     missing = [r["name"] for r in rows if not r["implemented"] and r["documented"]]
     lines += ["", f"Documented ops not implemented yet ({len(missing)}):", "",

@@ -7,7 +7,7 @@ from typing import Callable, Optional
 
 from . import ops
 from .compat.shim import documented_ops
-from .library import REGISTRY
+from .library import default_ops
 
 TABLE_WIDTH = 100
 """``format_table`` keeps every line within this many columns."""
@@ -31,8 +31,9 @@ def _families(names: list[str], documented: dict, functions: dict) -> dict[str, 
     ``--family norm`` lists the whole family; a package with no documented op names itself.
     """
     packages: dict[str, Optional[str]] = {}
+    registry = default_ops()
     for name in names:
-        op = REGISTRY.get(name)
+        op = registry.get(name)
         packages[name] = _package_of(op.check if op is not None else functions.get(name))
     votes: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for name, package in packages.items():
@@ -50,17 +51,21 @@ def _families(names: list[str], documented: dict, functions: dict) -> dict[str, 
 
 
 def rows() -> list[dict]:
-    """One row per documented op plus every implemented op the docs do not list."""
+    """One row per documented op plus every implemented op the docs do not list.
+
+    An op's named overloads (``.List``, ``.out``) are listed in its row's ``overloads``.
+    """
     documented = documented_ops()
+    registry = default_ops()
     # Python-level helpers of torch_npu (no op schema, e.g. npu_format_cast) count as implemented.
     functions = {**ops.TORCH_NPU_FUNCTIONS, **ops.CANN_FUNCTIONS}
-    names = list(documented) + sorted(n for n, op in REGISTRY.items()
+    names = list(documented) + sorted(n for n, op in registry.items()
                                       if n not in documented and op.info.public)
     family_of = _families(names, documented, functions)
     out = []
     for name in names:
         entry = documented.get(name, {})
-        op = REGISTRY.get(name)
+        op = registry.get(name)
         plain = op is None and name in functions
         out.append({
             "name": name,
@@ -73,6 +78,7 @@ def rows() -> list[dict]:
             "autograd": op.autograd if op else "-",
             "fake": "yes" if op and op.has_fake else "-",
             "documented": name in documented,
+            "overloads": sorted(op.overloads) if op else [],
         })
     return out
 

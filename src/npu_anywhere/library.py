@@ -71,7 +71,22 @@ def _library(ns: str) -> torch.library.Library:
 
 
 REGISTRY: dict[str, "NpuOp"] = {}
-"""Every op we define, by its public name (``npu_rotary_mul``, ``apply_rotary_pos_emb``...)."""
+"""Every op we define, by its public name (``npu_rotary_mul``, ``apply_rotary_pos_emb``...).
+
+An overload other than ``default`` is an op of its own, keyed ``<name>.<overload>``
+(``npu_grouped_matmul.List``, ``npu_fusion_attention_v3.out``); :func:`default_ops` lists the
+``default`` overloads only, and :attr:`NpuOp.overloads` an op's others."""
+
+
+def split_name(head: str) -> tuple[str, str]:
+    """``"op.List"`` -> ``("op", "List")``; ``"op"`` -> ``("op", "default")``."""
+    name, _, overload = head.strip().partition(".")
+    return name, overload or "default"
+
+
+def default_ops() -> dict[str, "NpuOp"]:
+    """The registry without the named overloads: one entry per op name."""
+    return {key: op for key, op in REGISTRY.items() if op.overload_name == "default"}
 
 
 @dataclass
@@ -108,6 +123,11 @@ class NpuOp:
     composite : callable, optional
         A CompositeImplicitAutograd implementation (used for ops that only wrap others, such
         as a public in-place op returning its mutated inputs).
+
+    A schema whose name carries an overload (``"npu_grouped_matmul.List(...) -> Tensor[]"``)
+    defines that overload of the op: it has its own check, reference or composite, fake kernel,
+    autograd and providers, and is registered as ``REGISTRY["npu_grouped_matmul.List"]``.
+    :meth:`define_overload` is the usual spelling; :func:`define_out` builds ``.out`` overloads.
     """
 
     def __init__(self, schema: str, *, namespace: str, check: Callable[..., None],
@@ -117,30 +137,35 @@ class NpuOp:
                  metadata_check: bool = False,
                  info: OpInfo):
         self.schema = schema
-        self.name = schema.split("(", 1)[0].strip()
+        head = schema.split("(", 1)[0].strip()
+        self.name, self.overload_name = split_name(head)
+        # What torch.library calls this overload ("op" or "op.List") and the REGISTRY key.
+        self.key = head if self.overload_name != "default" else self.name
         self.namespace = namespace
-        self.qualname = f"{namespace}::{self.name}"
+        self.qualname = f"{namespace}::{self.key}"
         self.check = check
         self.info = info
         self.autograd = "none"
         self._validated: set | None = set() if metadata_check else None
+        if self.key in REGISTRY:
+            raise ValueError(f"op {self.key} is defined twice")
         lib = _library(namespace)
         lib.define(schema)
         self.packet = getattr(getattr(torch.ops, namespace), self.name)
-        self.overload = self.packet.default
+        self.overload = getattr(self.packet, self.overload_name)
         self.arguments = ArgumentSpec(self.name, self.overload._schema)
         arguments = self.arguments
         self._composite = composite
         if composite is not None:
             self.providers = None
             self.has_fake = True   # decomposes into ops that have fake kernels
-            lib.impl(self.name, composite, "CompositeImplicitAutograd")
+            lib.impl(self.key, composite, "CompositeImplicitAutograd")
         else:
             if reference is None:
                 raise ValueError(f"{self.name}: an op needs a reference or a composite")
-            self.providers = ProviderList(self.name, reference)
+            self.providers = ProviderList(self.key, reference)
             self.has_fake = True
-            lib.impl(self.name, self._kernel, "CompositeExplicitAutograd")
+            lib.impl(self.key, self._kernel, "CompositeExplicitAutograd")
             fake_fn = fake if fake is not None else reference
 
             def fake_kernel(*args, **kwargs):
@@ -150,9 +175,36 @@ class NpuOp:
                 return fake_fn(*args, **kwargs)
 
             torch.library.register_fake(self.qualname, fake_kernel, lib=lib)
-        if self.name in REGISTRY:
-            raise ValueError(f"op {self.name} is defined twice")
-        REGISTRY[self.name] = self
+        REGISTRY[self.key] = self
+
+    @property
+    def overloads(self) -> dict[str, "NpuOp"]:
+        """The op's overloads other than ``default``, by overload name (``{"List": ...}``)."""
+        return {op.overload_name: op for op in REGISTRY.values()
+                if op.name == self.name and op.namespace == self.namespace
+                and op.overload_name != "default"}
+
+    def define_overload(self, schema: str, *, check: Callable[..., None],
+                        reference: Callable[..., Any] | None = None,
+                        fake: Callable[..., Any] | None = None,
+                        composite: Callable[..., Any] | None = None,
+                        metadata_check: bool = False,
+                        info: OpInfo | None = None) -> "NpuOp":
+        """Define another overload of this op, e.g. ``"npu_grouped_matmul.List(...) -> ..."``.
+
+        The overload lives in this op's namespace, with its own schema and ``check``, and a
+        ``reference`` (then a fake kernel and providers of its own) or a ``composite`` (usually
+        a conversion of its arguments followed by a call of this op, which shares this op's
+        providers, fake kernel and autograd that way).  ``info`` defaults to this op's API.
+        """
+        name, overload = split_name(schema.split("(", 1)[0])
+        if name != self.name or overload == "default":
+            raise ValueError(f"{self.name}: an overload's schema must be named "
+                             f"{self.name}.<overload>, not {name}.{overload}")
+        return NpuOp(schema, namespace=self.namespace, check=check, reference=reference,
+                     fake=fake, composite=composite, metadata_check=metadata_check,
+                     info=info if info is not None else OpInfo(api=self.info.api,
+                                                              public=self.info.public))
 
     # -- dispatch ------------------------------------------------------------------------
 
@@ -211,7 +263,7 @@ class NpuOp:
             def backward(ctx, *grads):
                 return backward(ctx, *grads)
 
-        Function.__name__ = Function.__qualname__ = f"{self.name}_autograd"
+        Function.__name__ = Function.__qualname__ = f"{self.key.replace('.', '_')}_autograd"
 
         def autograd_kernel(*args, **kwargs):
             if torch.is_grad_enabled() and _needs_grad(args, kwargs):
@@ -219,7 +271,7 @@ class NpuOp:
             with torch._C._AutoDispatchBelowAutograd():
                 return overload(*args, **kwargs)
 
-        _library(self.namespace).impl(self.name, autograd_kernel, "Autograd")
+        _library(self.namespace).impl(self.key, autograd_kernel, "Autograd")
         self.autograd = "yes"
 
     def forbid_autograd(self, reason: str, *, public_name: str | None = None) -> None:
@@ -239,7 +291,7 @@ class NpuOp:
             with torch._C._AutoDispatchBelowAutograd():
                 return overload(*args, **kwargs)
 
-        _library(self.namespace).impl(self.name, autograd_kernel, "Autograd")
+        _library(self.namespace).impl(self.key, autograd_kernel, "Autograd")
         self.autograd = "no (raises)"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -298,6 +350,53 @@ def define_inplace(public_schema: str, internal_schema: str, *, check: Callable[
 
     public = NpuOp(public_schema, namespace=namespace, check=check, composite=composite,
                    info=OpInfo(api="torch_npu"))
+    public.autograd = "no (raises)"
+    return internal, public
+
+
+def define_out(public_schema: str, *, check: Callable[..., None],
+               reference: Callable[..., None], no_grad: str,
+               namespace: str = TORCH_NPU_NS,
+               info: OpInfo | None = None) -> tuple["NpuOp", "NpuOp"]:
+    """An overload that writes its results into tensors the caller passes (``op.out``).
+
+    ``public_schema`` is the overload's literal schema, its written arguments marked
+    (``..., *, Tensor(a!) out_x, Tensor(b!) out_y) -> (Tensor(a!), Tensor(b!))``); each return
+    is the argument with its alias set.  Two ops, as :func:`define_inplace` builds them and for
+    the same reason (``torch.compile`` cannot auto-functionalize an op returning aliases of its
+    mutated inputs): a void op ``INTERNAL_NS::_<name>_<overload>`` with the same arguments and
+    ``-> ()``, which runs ``check`` (before any write, as do the written-target checks) and
+    ``reference`` (which writes into the given tensors and returns nothing), and the public
+    overload, a CompositeImplicitAutograd wrapper calling it and returning the written tensors.
+    No backward (``no_grad`` says why).  Returns ``(internal, public)``.
+    """
+    head, arguments = public_schema.split("(", 1)
+    name, overload = split_name(head)
+    arguments = arguments.rsplit(") ->", 1)[0]
+    parsed = torch._C.parse_schema(f"{namespace}::{public_schema}")
+    params = list(parsed.arguments)
+    returned = []
+    for ret in parsed.returns:
+        alias = ret.alias_info
+        index = next((i for i, a in enumerate(params) if alias is not None
+                      and a.alias_info is not None and a.alias_info.is_write
+                      and a.alias_info.before_set == alias.before_set), None)
+        if index is None:
+            raise ValueError(f"{head}: return {ret} is not one of the written arguments")
+        returned.append((index, params[index].name))
+    internal = NpuOp(f"_{name}_{overload}({arguments}) -> ()", namespace=INTERNAL_NS,
+                     check=check, reference=reference, fake=_no_output, metadata_check=True,
+                     info=OpInfo(api="internal", public=False))
+    # Errors name the op the user called (its arguments' checks name it by its base name).
+    internal.forbid_autograd(no_grad, public_name=name)
+
+    def composite(*args: Any, **kwargs: Any) -> Any:
+        internal(*args, **kwargs)
+        outs = tuple(args[i] if i < len(args) else kwargs[n] for i, n in returned)
+        return outs[0] if len(outs) == 1 else outs
+
+    public = NpuOp(public_schema, namespace=namespace, check=check, composite=composite,
+                   info=info if info is not None else OpInfo(api="torch_npu"))
     public.autograd = "no (raises)"
     return internal, public
 

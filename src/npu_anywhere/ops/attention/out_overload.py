@@ -1,21 +1,19 @@
 """The ``.out`` overloads of the FIA ops (``npu_fused_infer_attention_score.out``, ``_v2.out``).
 
-Each is two ops, the shape ``library.define_inplace`` uses for in-place ops, so that
-``torch.compile`` can functionalize it (an op returning aliases of its mutated inputs cannot be
-auto-functionalized): a void op ``npu_anywhere::_<op>_out`` that checks the call and writes
-``attention_out`` (and ``softmax_lse`` when the lse is requested and the tensor is shaped like
-it -- the page calls it reserved, and its example passes a [1] tensor), and the public ``.out``
-overload with op-plugin's schema as a CompositeImplicitAutograd wrapper returning the two tensors.
+Each is built by :func:`npu_anywhere.library.define_out` (a void op
+``npu_anywhere::_<op>_out`` that checks the call and writes, behind the public ``.out``
+overload with op-plugin's schema, so that ``torch.compile`` can functionalize it).  What is
+FIA-specific lives here: ``attention_out`` must have exactly the shape and dtype the call
+produces, and ``softmax_lse`` is written only when the lse is requested and the tensor is shaped
+like it (the page calls it reserved, and its example passes a [1] tensor).
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-import torch
-
 from ... import checks
-from ...library import INTERNAL_NS, NpuOp, OpInfo, _library
+from ...library import NpuOp, define_out as _define_out
 
 
 def _split(kwargs: dict) -> tuple:
@@ -24,8 +22,9 @@ def _split(kwargs: dict) -> tuple:
     return kwargs.pop("attention_out"), kwargs.pop("softmax_lse"), kwargs
 
 
-def define_out(op: str, args_schema: str, namespace: str, *, plan: Callable, compute: Callable):
-    """Define ``<namespace>::<op>.out`` and its internal void op; return the public overload.
+def define_out(op: str, args_schema: str, namespace: str, *, plan: Callable,
+               compute: Callable) -> NpuOp:
+    """Define ``<namespace>::<op>.out`` (and its internal void op); return the public overload.
 
     ``plan(query, key, value, **kwargs) -> OutputPlan`` checks a call (op kwargs only);
     ``compute(query, key, value, **kwargs) -> (attention_out, softmax_lse)`` runs it.
@@ -48,16 +47,7 @@ def define_out(op: str, args_schema: str, namespace: str, *, plan: Callable, com
             softmax_lse.copy_(lse)
 
     tail = "Tensor? workspace=None, Tensor(a!) attention_out, Tensor(b!) softmax_lse"
-    internal = NpuOp(f"_{op}_out({args_schema}, {tail}) -> ()", namespace=INTERNAL_NS,
-                     check=check, reference=write, fake=lambda *a, **k: None,
-                     metadata_check=True, info=OpInfo(api="internal", public=False))
-    internal.forbid_autograd(f"{op} is inference-only", public_name=f"{op}.out")
-
-    def composite(query, key, value, **kwargs):
-        internal(query, key, value, **kwargs)
-        return kwargs["attention_out"], kwargs["softmax_lse"]
-
-    lib = _library(namespace)
-    lib.define(f"{op}.out({args_schema}, {tail}) -> (Tensor(a!), Tensor(b!))")
-    lib.impl(f"{op}.out", composite, "CompositeImplicitAutograd")
-    return getattr(getattr(torch.ops, namespace), op).out
+    _internal, public = _define_out(
+        f"{op}.out({args_schema}, {tail}) -> (Tensor(a!), Tensor(b!))", check=check,
+        reference=write, no_grad=f"{op} is inference-only", namespace=namespace)
+    return public

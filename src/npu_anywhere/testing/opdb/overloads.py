@@ -1,0 +1,57 @@
+"""Op database entries of the named overloads (``<op>.<overload>``: ``.out``, ``.List``).
+
+An overload is an op of its own in the registry (``REGISTRY["npu_grouped_matmul.List"]``), so
+its entry is keyed the same way and the generic tests run opcheck, fake-vs-eager, identical
+errors and compile on it like on any op.  The ``.out`` samples pass output tensors of exactly
+the shapes the call produces.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import ErrorSample, Sample, entry
+
+
+def _r(*shape, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+# -- npu_fused_infer_attention_score(.out, _v2.out) -----------------------------------------
+
+def _fia_out(**over):
+    def make():
+        q, k = _r(1, 2, 3, 8), _r(1, 2, 4, 8, seed=1)
+        kwargs = dict(num_heads=2, input_layout="BNSD", softmax_lse_flag=True,
+                      attention_out=torch.zeros(1, 2, 3, 8), softmax_lse=torch.zeros(1, 2, 3, 1))
+        kwargs.update(over)
+        return (q, k, k), kwargs
+    return make
+
+
+def _fia_v2_out(**over):
+    def make():
+        q, k = _r(1, 3, 16, dtype=torch.float16), _r(1, 5, 16, seed=1, dtype=torch.float16)
+        kwargs = dict(num_query_heads=2, input_layout="BSH", return_softmax_lse=True,
+                      attention_out=torch.zeros(1, 3, 16, dtype=torch.float16),
+                      softmax_lse=torch.zeros(1, 2, 3, 1, dtype=torch.float32))
+        kwargs.update(over)
+        return (q, k, k), kwargs
+    return make
+
+
+e = entry("npu_fused_infer_attention_score.out")
+e.samples += [Sample("bnsd_lse", _fia_out()),
+              Sample("bnsd_reserved_lse", _fia_out(softmax_lse_flag=False,
+                                                   softmax_lse=torch.zeros(1)))]
+e.errors += [ErrorSample("out_shape", _fia_out(attention_out=torch.zeros(1, 2, 3, 4)),
+                         RuntimeError, "attention_out"),
+             ErrorSample("layout", _fia_out(input_layout="SBH"), ValueError, "input_layout")]
+
+e = entry("npu_fused_infer_attention_score_v2.out")
+e.samples += [Sample("bsh_lse", _fia_v2_out()),
+              Sample("bsh_reserved_lse", _fia_v2_out(return_softmax_lse=False,
+                                                     softmax_lse=torch.zeros(1)))]
+e.errors += [ErrorSample("out_dtype", _fia_v2_out(attention_out=torch.zeros(1, 3, 16)),
+                         RuntimeError, "attention_out")]
