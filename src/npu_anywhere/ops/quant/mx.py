@@ -67,7 +67,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .core import round_values
+from .core import _f32, round_values
 
 BLOCK_SIZE = 32
 """The MX block size of the torch_npu ops built on this module."""
@@ -297,8 +297,8 @@ FLOAT4_E1M2 = MXFormat("float4_e1m2", 0, 2, 0, 1.75, torch.uint8)
 """float4_e1m2: sign, one exponent bit (bias 1), two mantissa bits, no inf / NaN.  Its values
 0, 0.25, 0.5, ..., 1.75 are a uniform grid (the subnormals ``m / 4`` and the normals
 ``1 + m / 4``), largest 1.75 (torch_npu's ``DTYPE_MAX`` for it, op-plugin
-``test/test_custom_ops/test_npu_dequant_swiglu_quant.py`` ``MAX_VALUE_WITH_FLOAT4E1M2``).  Not an
-MX element format of any documented MX op, so it is kept out of :data:`FORMATS`."""
+``test/test_custom_ops/test_npu_dequant_swiglu_quant.py`` ``MAX_VALUE_WITH_FLOAT4E1M2``).  Of the MX ops only npu_dynamic_mx_quant documents it (emax 0,
+scale_alg 0 only, aclnnDynamicMxQuantV3), so it is kept out of :data:`FORMATS`."""
 
 FLOAT4_FORMATS: dict[str, MXFormat] = {"float4_e2m1": FORMATS["float4_e2m1"],
                                        "float4_e1m2": FLOAT4_E1M2}
@@ -366,21 +366,26 @@ def scale_shape(shape, block_size: int = BLOCK_SIZE) -> tuple[int, ...]:
 
 def quantize(x: torch.Tensor, fmt: MXFormat, *, block_size: int = BLOCK_SIZE,
              round_mode: str = "rint", scale_alg: int = 0, dst_type_max: float = 0.0,
-             code0_zeros: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+             code0_zeros: bool = True, max_low_bound: float = 0.0,
+             pack: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """MX-quantize ``x`` along its last dim.
 
     Blocks of ``block_size`` consecutive elements (a short last block is padded with zeros);
     per block ``(code, R) =`` :func:`scale_codes` of ``max |V_i|``, then ``P_i =``
     :func:`round_to_format` ``(V_i * R)``.  ``x`` may be float16, bfloat16 or float32 (its
-    values are used exactly).  ``code0_zeros``: see :func:`scale_codes`.
+    values are used exactly).  ``code0_zeros``: see :func:`scale_codes`.  ``fmt`` may also be
+    :data:`FLOAT4_E1M2` (emax 0, aclnnDynamicMxQuantV3).  ``max_low_bound`` > 0 raises every
+    block maximum to at least ``float32(max_low_bound)`` before the scale is computed
+    (aclnnDynamicMxQuantV3 ``maxLowBound``, scale_alg 1; NaN maxima stay NaN).
 
     Returns
     -------
     (y, scale)
         ``y``: ``fmt.storage``, shape of ``x`` (float8) or ``(..., n / 2)`` uint8 with two
-        float4 codes per byte (:func:`pack_fp4`; ``n`` must be even).  ``scale``: uint8 e8m0
-        codes, :func:`scale_shape` -- block ``j`` of a row at ``[..., j // 2, j % 2]``, an odd
-        block count padded with code 0.
+        float4 codes per byte (:func:`pack_fp4`; ``n`` must be even); with ``pack=False`` the
+        float4 codes stay one per uint8 element, shape of ``x`` (for callers that pack along
+        another dim).  ``scale``: uint8 e8m0 codes, :func:`scale_shape` -- block ``j`` of a row
+        at ``[..., j // 2, j % 2]``, an odd block count padded with code 0.
     """
     v = x.to(torch.float32)
     n = v.shape[-1]
@@ -390,12 +395,18 @@ def quantize(x: torch.Tensor, fmt: MXFormat, *, block_size: int = BLOCK_SIZE,
         v = F.pad(v, (0, pad))
     grouped = v.reshape(*v.shape[:-1], blocks, block_size)
     amax = grouped.abs().amax(dim=-1, keepdim=True)
+    if max_low_bound > 0.0:
+        amax = amax.clamp(min=_f32(max_low_bound))      # clamp keeps NaN
     code, recip = scale_codes(amax, fmt, scale_alg, dst_type_max, code0_zeros=code0_zeros)
     r = round_to_format(grouped * recip, fmt, round_mode)
     r = r.reshape(*v.shape[:-1], blocks * block_size)
     if pad:
         r = r[..., :n]
-    y = pack_fp4(encode_e2m1(r)) if fmt.packed else r.to(fmt.storage)
+    if fmt.packed:
+        y = encode_fp4(r, fmt)
+        y = pack_fp4(y) if pack else y
+    else:
+        y = r.to(fmt.storage)
     code = code.squeeze(-1)
     if blocks % 2:
         code = F.pad(code, (0, 1))
