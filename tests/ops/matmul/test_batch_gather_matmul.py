@@ -187,3 +187,21 @@ def test_self_alias_and_strict_products():
         npu_anywhere.npu_batch_gather_matmul(y, x, wb, idx)
     with targets.strict("A2"), pytest.raises(TypeError, match="expected input dtype in"):
         npu_anywhere.npu_batch_gather_matmul(y.double(), x.double(), wb.double(), idx)
+
+
+def test_weight_a_read_as_the_kernel_addresses_it():
+    # Seed 004's example passes weight_a [2, 1, 16, 4096] with H1 = 16: the NPU reads the
+    # first W*L*R*H1 elements as a packed [W, L, R, H1] array; strict mode refuses it.
+    torch.manual_seed(4)
+    y, x = torch.randn(4, 32).half(), torch.randn(4, 16).half()
+    wb = torch.randn(2, 1, 32, 16).half()
+    wa_big = torch.randn(2, 1, 16, 64).half()
+    idx = torch.tensor([1, 0, 1, -1], dtype=I32)
+    out = npu_anywhere.npu_batch_gather_matmul(y, x, wb, idx, wa_big, scale=0.5)
+    packed = wa_big.reshape(-1)[:2 * 16 * 16].view(2, 1, 16, 16)
+    golden = _golden(y, x, wb, idx, packed, 0, 0.5, 0, kernel_rounding=True)
+    torch.testing.assert_close(out.double(), golden, rtol=2e-3, atol=2e-3)
+    with targets.strict("A2"), pytest.raises(RuntimeError, match=r"expected weight_a shape"):
+        npu_anywhere.npu_batch_gather_matmul(y, x, wb, idx, wa_big)
+    with pytest.raises(RuntimeError, match="at least W\\*L\\*R\\*H1 = 512 elements"):
+        npu_anywhere.npu_batch_gather_matmul(y, x, wb, idx, torch.zeros(2, 1, 16, 8).half())

@@ -95,10 +95,7 @@ def _check(op, y, x, weight_b, indices, weight_a, layer_idx, scale, y_offset, y_
                       "None ([W, L, H2, H1])", lambda: f"shape {tuple(weight_b.shape)}",
                       RuntimeError)
     else:
-        checks.expect(tuple(weight_a.shape) == (w, layers, r, h1), op, "weight_a",
-                      lambda: f"shape [W, L, R, H1] = {(w, layers, r, h1)} (W, L and R from "
-                      "weight_b, H1 from x)", lambda: f"shape {tuple(weight_a.shape)}",
-                      RuntimeError)
+        _check_weight_a(op, weight_a, (w, layers, r, h1))
         checks.expect(r % 16 == 0 and 16 <= r <= 128, op, "weight_b",
                       "a fourth dim (R) that is a multiple of 16 in [16, 128]",
                       lambda: f"shape {tuple(weight_b.shape)}", ValueError)
@@ -112,6 +109,35 @@ def _check(op, y, x, weight_b, indices, weight_a, layer_idx, scale, y_offset, y_
     checks.expect(y_offset + h2 <= y_column, op, "y_offset",
                   lambda: f"y_offset + H2 ({h2}) <= input's second dim ({y_column}): the update "
                   "spans H2 columns", y_offset, ValueError)
+
+
+def _check_weight_a(op, weight_a, documented) -> None:
+    """weight_a is ``[W, L, R, H1]``; outside strict mode also what the NPU reads instead.
+
+    The kernel addresses weight_a as a packed ``[W, L, R, H1]`` array (offset
+    ``(w * L + l) * R * H1``, rows of H1) whatever its trailing dims, and neither op-plugin
+    nor aclnn checks them; seed 004's own example passes ``[2, 1, 16, 4096]`` with H1 = 16.
+    So default mode accepts any weight_a with dim 0 W and at least W * L * R * H1 elements,
+    read that way (:func:`_packed_weight_a`); strict mode requires the documented shape.
+    """
+    if tuple(weight_a.shape) == documented:
+        return
+    need = documented[0] * documented[1] * documented[2] * documented[3]
+    lenient = (targets.current() is None and weight_a.shape[0] == documented[0]
+               and weight_a.numel() >= need)
+    checks.expect(lenient, op, "weight_a",
+                  lambda: f"shape [W, L, R, H1] = {documented} (W, L and R from weight_b, H1 "
+                  "from x)" + ("" if targets.current() is not None else
+                               f"; or dim 0 W and at least W*L*R*H1 = {need} elements, which "
+                               "the NPU reads as that packed array"),
+                  lambda: f"shape {tuple(weight_a.shape)}", RuntimeError)
+
+
+def _packed_weight_a(weight_a, w, layers, r, h1):
+    """weight_a as the kernel reads it: its first W*L*R*H1 elements as ``[W, L, R, H1]``."""
+    if tuple(weight_a.shape) == (w, layers, r, h1):
+        return weight_a
+    return weight_a.contiguous().reshape(-1)[:w * layers * r * h1].view(w, layers, r, h1)
 
 
 def check_batch_gather_matmul(self, x, weight_b, indices, weight_a=None, layer_idx=0,
@@ -148,6 +174,9 @@ def add_lora(op, y, x, weight_b, indices, weight_a, layer_idx, scale, y_offset) 
     """Write ``y[i, y_offset:y_offset + H2] += Z2`` (the formula above) into ``y``."""
     dt = y.dtype
     ct = torch.float64 if dt == torch.float64 else torch.float32
+    if weight_a is not None:
+        w, layers, _, r = weight_b.shape
+        weight_a = _packed_weight_a(weight_a, w, layers, r, x.shape[1])
     order, counts = _adapter_groups(op, indices, weight_b.shape[0])
     taken = sum(counts)
     if taken == 0:
@@ -246,7 +275,10 @@ _DOC_COMMON = """
     No empty tensors; float64 is also accepted outside strict mode (no intermediate
     rounding).  Strict mode: Atlas A2 and the Atlas inference series (310P, per the aclnn
     doc).  Indices above W raise IndexError before anything is written (the NPU reads past
-    its weights).
+    its weights).  Outside strict mode weight_a may have other trailing dims (dim 0 W and
+    at least W*L*R*H1 elements): the NPU kernel reads its first W*L*R*H1 elements as a
+    packed ``[W, L, R, H1]`` array and checks nothing more, and seed 004's own example
+    relies on that; strict mode requires ``[W, L, R, H1]``.
 
     Notes
     -----
