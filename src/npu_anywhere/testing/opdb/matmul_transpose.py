@@ -52,3 +52,48 @@ def _transpose_batchmatmul() -> None:
 
 
 _transpose_batchmatmul()
+
+
+# -- npu_quant_matmul_gelu -----------------------------------------------------------------------
+
+def _i8(*shape):
+    return torch.randint(-128, 128, shape, dtype=_I8)
+
+
+def _i4_words(*shape):
+    return torch.randint(-2 ** 31, 2 ** 31 - 1, shape, dtype=_I32)
+
+
+def _quant_matmul_gelu() -> None:
+    e = _entry("npu_quant_matmul_gelu")
+    s = e.samples
+    s.append(Sample("erf_f32_scales", lambda: ((_i8(5, 24), _i8(24, 7), torch.rand(5) * 0.01,
+                                                torch.rand(7) * 0.01), {})))
+    s.append(Sample("tanh_bf16_scale_int32_bias", lambda: (
+        (_i8(3, 16), _i8(16, 6), torch.rand(3) * 0.01, (torch.rand(6) * 0.01).to(_BF16)),
+        {"bias": torch.randint(-99, 99, (6,), dtype=_I32), "approximate": "gelu_tanh"})))
+    s.append(Sample("bf16_bias_x2_transposed", lambda: (
+        (_i8(4, 32), _i8(6, 32).t(), torch.rand(4) * 0.01, torch.rand(1) * 0.01),
+        {"bias": torch.randn(6).to(_BF16)})))
+    s.append(Sample("batched_3d_bias", lambda: (
+        (_i8(2, 3, 8), _i8(8, 5), torch.rand(3) * 0.1, torch.rand(5) * 0.1),
+        {"bias": torch.randn(2, 1, 5).to(_F16)})))
+    s.append(Sample("int4_words", lambda: (
+        (_i4_words(3, 2), _i4_words(16, 1), torch.rand(3) * 0.1, torch.rand(8) * 0.1),
+        {"approximate": "gelu_tanh"})))
+    err = e.errors
+    err.append(ErrorSample("approximate", lambda: (
+        (_i8(3, 8), _i8(8, 4), torch.rand(3), torch.rand(4)), {"approximate": "none"}),
+        ValueError, "npu_quant_matmul_gelu: expected approximate 'gelu_tanh' or 'gelu_erf'"))
+    err.append(ErrorSample("x1_scale_size", lambda: (
+        (_i8(3, 8), _i8(8, 4), torch.rand(4), torch.rand(4)), {}), ValueError,
+        "npu_quant_matmul_gelu: expected x1_scale a 1-D tensor of size m"))
+    err.append(ErrorSample("k_mismatch", lambda: (
+        (_i8(3, 8), _i8(9, 4), torch.rand(3), torch.rand(4)), {}), RuntimeError,
+        "npu_quant_matmul_gelu: expected x2 a k dim equal"))
+    err.append(ErrorSample("int4_float_bias", lambda: (
+        (_i4_words(3, 1), _i4_words(8, 1), torch.rand(3), torch.rand(8)),
+        {"bias": torch.randn(8)}), TypeError, "npu_quant_matmul_gelu: expected bias int32"))
+
+
+_quant_matmul_gelu()
