@@ -20,6 +20,7 @@ from ... import checks
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from . import compute, grouping, problem
 from .grouping import Segment
+from .list_overload import define_list_overload
 from .problem import OP
 
 SCHEMA = ("npu_grouped_matmul(Tensor[] x, Tensor[] weight, *, Tensor[]? bias=None, "
@@ -130,6 +131,9 @@ grouped_matmul_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_grouped_ma
 # verl) wraps it in its own autograd.Function, calling it again with group_type=2 for dW.
 grouped_matmul_op.forbid_autograd(
     "npu_grouped_matmul has no backward in torch_npu; wrap it in an autograd.Function")
+# ``npu_grouped_matmul.List``: ``int[]? group_list`` (cumulative offsets), the form the
+# dispatcher picks for a list of ints; it converts its arguments and calls the op above.
+grouped_matmul_list_op = define_list_overload(grouped_matmul_op)
 
 
 def _as_list(value):
@@ -232,30 +236,21 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
     bias, scale, offset = _as_list(bias), _as_list(scale), _as_list(offset)
     antiquant_scale, antiquant_offset = _as_list(antiquant_scale), _as_list(antiquant_offset)
     per_token_scale = _as_list(per_token_scale)
+    common = dict(bias=bias, scale=scale, offset=offset, antiquant_scale=antiquant_scale,
+                  antiquant_offset=antiquant_offset, per_token_scale=per_token_scale,
+                  group_list=group_list, activation_input=_as_list(activation_input),
+                  activation_quant_scale=_as_list(activation_quant_scale),
+                  activation_quant_offset=_as_list(activation_quant_offset),
+                  split_item=split_item, group_type=group_type,
+                  group_list_type=group_list_type, act_type=act_type, output_dtype=output_dtype)
+    later = dict(tuning_config=tuning_config, x_dtype=x_dtype, weight_dtype=weight_dtype,
+                 scale_dtype=scale_dtype, per_token_scale_dtype=per_token_scale_dtype)
     if isinstance(group_list, (list, tuple)):
-        # The .List overload: cumulative offsets; group_type None meant "by the split mode".
-        offsets = grouping.offsets_from_list(group_list).to(x[0].device)
-        if group_type is None:
-            group_type = -1 if split_item in (0, 1) else 0
-        if group_type == -1 and len(x) == 1 and len(offsets) > 0:
-            # One x, per-group outputs ("单多多"): the groups are slices of x.
-            sizes = torch.diff(offsets, prepend=offsets.new_zeros(1)).tolist()
-            checks.expect(min(sizes) >= 0 and sum(sizes) == x[0].shape[0], OP, "group_list",
-                          lambda: f"non-decreasing offsets ending at x's rows ({x[0].shape[0]})",
-                          list(group_list), ValueError)
-            x = list(x[0].split(sizes))
-            offsets = None
-        group_list, group_list_type = offsets, 0
-    return grouped_matmul_op(
-        x, weight, bias=bias, scale=scale, offset=offset, antiquant_scale=antiquant_scale,
-        antiquant_offset=antiquant_offset, per_token_scale=per_token_scale,
-        group_list=group_list, activation_input=_as_list(activation_input),
-        activation_quant_scale=_as_list(activation_quant_scale),
-        activation_quant_offset=_as_list(activation_quant_offset), split_item=split_item,
-        group_type=group_type, group_list_type=group_list_type, act_type=act_type,
-        tuning_config=tuning_config, output_dtype=output_dtype, x_dtype=x_dtype,
-        weight_dtype=weight_dtype, scale_dtype=scale_dtype,
-        per_token_scale_dtype=per_token_scale_dtype)
+        # The dispatcher's choice for a list of ints: the .List overload, whose schema has
+        # none of the later parameters (passing one is torch's unknown-keyword error there).
+        common.update({k: v for k, v in later.items() if v is not None})
+        return grouped_matmul_list_op(x, weight, **common)
+    return grouped_matmul_op(x, weight, **common, **later)
 
 
 TORCH_NPU_FUNCTIONS = {"npu_grouped_matmul": npu_grouped_matmul}

@@ -55,3 +55,34 @@ e.samples += [Sample("bsh_lse", _fia_v2_out()),
                                                      softmax_lse=torch.zeros(1)))]
 e.errors += [ErrorSample("out_dtype", _fia_v2_out(attention_out=torch.zeros(1, 3, 16)),
                          RuntimeError, "attention_out")]
+
+
+# -- npu_grouped_matmul.List ------------------------------------------------------------------
+
+def _gmm_list(**over):
+    def make():
+        x = _r(9, 8)
+        ws = [_r(8, 5, seed=1 + i) for i in range(3)]
+        kwargs = dict(group_list=[3, 3, 9], split_item=2)
+        kwargs.update(over)
+        return ([x], ws), kwargs
+    return make
+
+
+def _gmm_list_many_x():
+    xs = [_r(2, 3, 8, dtype=torch.float64), _r(1, 2, 8, seed=1, dtype=torch.float64)]
+    ws = [_r(8, 4, seed=2, dtype=torch.float64), _r(8, 3, seed=3, dtype=torch.float64)]
+    return (xs, ws), dict(bias=[_r(4, seed=4, dtype=torch.float64),
+                                _r(3, seed=5, dtype=torch.float64)])
+
+
+e = entry("npu_grouped_matmul.List")
+e.samples += [Sample("one_x_one_output", _gmm_list()),
+              Sample("one_x_per_group_outputs", _gmm_list(split_item=0)),
+              Sample("many_x_no_group_list", _gmm_list_many_x)]
+e.errors += [ErrorSample("decreasing", _gmm_list(group_list=[3, 2, 9]), ValueError,
+                         "group_list"),
+             ErrorSample("group_list_type", _gmm_list(group_list_type=1), ValueError,
+                         "group_list_type"),
+             ErrorSample("weight_count", _gmm_list(split_item=0, group_list=[3, 9]),
+                         RuntimeError, "weight")]
