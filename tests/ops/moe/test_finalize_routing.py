@@ -108,3 +108,25 @@ def test_bad_inputs():
     with pytest.raises(TypeError, match="expected expanded_src_to_dst_row dtype in"):
         torch.ops.npu.npu_moe_finalize_routing(c["rows"], None, None, None, c["scales"],
                                                c["idx"].long(), c["experts"], 0)
+
+
+@pytest.mark.parametrize("mode,dtype", [(1, torch.bfloat16), (2, torch.float32)])
+def test_compiled_provider_matches_golden(mode, dtype):
+    from npu_anywhere.kernels import compiled as compiled_kernels
+    from npu_anywhere.library import REGISTRY
+
+    c = case(dtype, mode, n=9, k=3, h=40)
+    fast = {p.name: p for p in REGISTRY["npu_moe_finalize_routing"].providers._fast}
+    provider = fast["compiled"].fn.__self__
+    args = (c["rows"], c["skip1"], c["skip2"], c["bias"], c["scales"], c["idx"], c["experts"],
+            mode)
+    with na.use_providers("reference"):
+        ref = na.npu_moe_finalize_routing(*args)
+    with compiled_kernels.compiling_after(0), na.use_providers("compiled"):
+        out = na.npu_moe_finalize_routing(*args)
+    assert provider._disabled is None, provider._disabled
+    assert any(key[1] == mode for key in provider._compiled)
+    want = golden(c["rows"], c["skip1"], c["skip2"], c["bias"], c["scales"], c["idx"],
+                  c["experts"], mode, 9, 3)
+    assert_close_to_golden(out, want)
+    torch.testing.assert_close(out, ref, rtol=0, atol=0 if dtype == torch.float32 else 1e-2)

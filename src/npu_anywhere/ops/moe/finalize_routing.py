@@ -11,7 +11,8 @@ test/test_custom_ops/test_npu_moe_finalize_routing_v2.py followed)::
     out[n] = skip1[n] + skip2[n] + sum_k scales[n, k] * (row(n, k) + bias[expert[n, k]])
 
 Missing ``scales`` count as 1, missing ``bias``/``skip`` as 0.  As in the golden, a dropped
-token still adds ``scales * bias``.  Computed in float32 (float64 kept), rounded once.
+token still adds ``scales * bias``.  Computed in float32 (float64 kept): the K terms summed in
+k order, then skip1 and skip2 added, rounded once.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from ... import checks, targets
+from ...kernels import compiled
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from ._routing import compute_dtype, expect_float, expect_int32_ids
@@ -101,19 +103,23 @@ def finalize_routing_reference(expanded_permuted_rows, skip1, skip2, bias, scale
     ct = compute_dtype(expanded_permuted_rows.dtype)
     idx = expanded_src_to_dst_row.to(torch.int64)
     idx = idx.view(kk, rows).t() if mode in (0, 1) else idx.view(rows, kk)
-    dropped = idx < 0
     table = expanded_permuted_rows.reshape(-1, hidden)
-    picked = table.index_select(0, idx.clamp(min=0).reshape(-1)).view(rows, kk, hidden).to(ct)
-    # picked is a fresh temporary (large: N*K*H): edit it in place rather than copy it again.
-    if mode in (1, 3):
-        picked.masked_fill_(dropped.unsqueeze(-1), 0)
-    if bias is not None:
-        experts = export_for_source_row.to(torch.int64).reshape(-1)
-        picked.add_(bias.to(ct).index_select(0, experts).view(rows, kk, hidden))
-    if scales is not None:
-        out = torch.bmm(scales.to(ct).unsqueeze(1), picked).squeeze(1)   # sum_k s * row
-    else:
-        out = picked.sum(dim=1)
+    experts = export_for_source_row.to(torch.int64) if bias is not None else None
+    weights = scales.to(ct) if scales is not None else None
+    # One gathered (NUM_ROWS, H) slice per k, accumulated in k order: no (NUM_ROWS, K, H)
+    # temporary, and the loop the compiled provider fuses into a single pass over the rows.
+    total = None
+    for j in range(kk):
+        col = idx[:, j]
+        term = table.index_select(0, col.clamp(min=0)).to(ct)
+        if mode in (1, 3):
+            term = torch.where((col >= 0).unsqueeze(-1), term, 0)
+        if experts is not None:
+            term = term + bias.index_select(0, experts[:, j]).to(ct)
+        if weights is not None:
+            term = term * weights[:, j:j + 1]
+        total = term if total is None else total + term
+    out = total if total is not None else expanded_permuted_rows.new_zeros(rows, hidden, dtype=ct)
     if skip1 is not None:
         out = out + skip1.to(ct)
     if skip2 is not None:
@@ -125,6 +131,20 @@ finalize_routing_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_finalize
                             reference=finalize_routing_reference, metadata_check=True,
                             info=OpInfo(api="torch_npu"))
 finalize_routing_op.forbid_autograd("torch_npu defines no backward for it")
+
+
+def _finalize_key(expanded_permuted_rows, skip1, skip2, bias, scales, expanded_src_to_dst_row,
+                  export_for_source_row, drop_pad_mode=0, k=1):
+    rows, kk = _rows_and_k(expanded_src_to_dst_row, scales, k)
+    return ("finalize", drop_pad_mode or 0, expanded_permuted_rows.dtype,
+            None if scales is None else scales.dtype, skip1 is not None, skip2 is not None,
+            bias is not None, kk, expanded_permuted_rows.shape[-1],
+            expanded_permuted_rows.device.type)
+
+
+# The reference's k loop fused into one pass: each output row reads its K source rows once
+# (the eager loop makes ~5 passes over (NUM_ROWS, H) per k).
+compiled.register(finalize_routing_op, key=_finalize_key)
 
 
 def npu_moe_finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales,
