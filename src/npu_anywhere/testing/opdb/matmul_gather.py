@@ -78,3 +78,51 @@ def _batch_gather_matmul() -> None:
 
 
 _batch_gather_matmul()
+
+
+# -- npu_matmul_compress_dequant -----------------------------------------------------------
+
+def _i8(*shape):
+    return torch.randint(-128, 128, shape, dtype=_I8)
+
+
+def _scale_words(n: int, dtype=torch.uint64) -> torch.Tensor:
+    """npu_trans_quant_param-style words (float32 scale bits, fp19-rounded) as ``(1, n)``."""
+    from ...ops.quant.trans_quant_param import trans_quant_param_reference
+    return trans_quant_param_reference(torch.rand(1, n) * 0.01).to(dtype)
+
+
+def _cd(m=5, k=32, n=7, scale=None, x2=None, **kwargs):
+    bias = torch.randint(-999, 999, (1, n), dtype=_I32)
+    scale = torch.rand(1, n) * 0.01 if scale is None else scale
+    x2 = _i8(k, n) if x2 is None else x2
+    return (_i8(m, k), x2, torch.zeros(8, dtype=_I8), bias, scale), kwargs
+
+
+def _matmul_compress_dequant() -> None:
+    e = _entry("npu_matmul_compress_dequant")
+    e.samples += [
+        Sample("float32_scale", lambda: _cd()),
+        Sample("uint64_words_odd", lambda: _cd(m=3, k=17, n=9, scale=_scale_words(9))),
+        Sample("int64_word_per_tensor_offsets", lambda: _cd(
+            scale=_scale_words(1, torch.int64), offsetX=0)),
+        Sample("transposed_x2", lambda: _cd(x2=_i8(7, 32).t())),
+    ]
+    op = "npu_matmul_compress_dequant"
+    e.errors += [
+        _err("compressed_x2", lambda: _cd(x2=torch.zeros(100, dtype=_I8)), NotImplementedError,
+             f"{op}: expected x2 a 2-D [K, N] uncompressed weight"),
+        _err("offset_w", lambda: _cd(offsetW=torch.zeros(32, 7, dtype=_I8)), ValueError,
+             f"{op}: expected offsetW None"),
+        _err("offset_x", lambda: _cd(offsetX=1), ValueError, f"{op}: expected offsetX 0"),
+        _err("x2_shape", lambda: _cd(x2=_i8(31, 7)), RuntimeError,
+             f"{op}: expected x2 shape (K, N) = (32, 7)"),
+        _err("scale_shape", lambda: _cd(scale=torch.rand(1, 3)), ValueError,
+             f"{op}: expected scale shape (1, 7) or (1, 1)"),
+        _err("bias_dtype", lambda: ((_i8(5, 32), _i8(32, 7), torch.zeros(8, dtype=_I8),
+                                     torch.zeros(1, 7), torch.rand(1, 7)), {}), TypeError,
+             f"{op}: expected bias dtype in"),
+    ]
+
+
+_matmul_compress_dequant()
