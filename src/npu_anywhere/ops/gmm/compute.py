@@ -24,9 +24,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..quant import core as quant_core
-from ..quant.trans_quant_param import FP19_MASK, OFFSET_SHIFT
+from ..matmul import integer
+from ..matmul.integer import unpack_scale_word
 from .grouping import Segment
+
+# The exact int8 GEMM, int4 unpacking and scale-word decoding are the matmul family's
+# (``ops/matmul/integer.py``); ``int8_matmul`` / ``unpack_scale_word`` stay importable here
+# for the gmm modules that use them.
+int8_matmul = integer.int_mm
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -68,38 +73,6 @@ def activation(y: torch.Tensor, act_type: int) -> torch.Tensor:
     return y
 
 
-def unpack_scale_word(word: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """npu_trans_quant_param's int64 word -> (float32 scale, float32 offset)."""
-    bits = (word & FP19_MASK).to(torch.int64)
-    bits = torch.where(bits >= 2 ** 31, bits - 2 ** 32, bits).to(torch.int32)
-    scale = bits.view(torch.float32)
-    off = (word >> OFFSET_SHIFT) & 0x1FF
-    off = torch.where(off >= 256, off - 512, off)           # 9-bit two's complement
-    return scale, off.to(torch.float32)
-
-
-# |int8 * int8| <= 2^14, so a float32 sum of up to 1024 products is an integer of magnitude
-# <= 2^24: every partial sum is exact, whatever order the BLAS adds in.
-_EXACT_K_FP32 = 1024
-
-
-def int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """The exact int32 product of int8 matrices.
-
-    On CPU: float32 matmuls over k-chunks of 1024 (exact, see above), summed in int32 --
-    twice float64's speed.  Elsewhere float64 (CUDA may run float32 matmuls as TF32).
-    """
-    if a.device.type != "cpu":
-        return torch.mm(a.to(torch.float64), b.to(torch.float64)).to(torch.int32)
-    k = a.shape[1]
-    acc = None
-    for start in range(0, max(k, 1), _EXACT_K_FP32):
-        part = torch.mm(a[:, start:start + _EXACT_K_FP32].to(torch.float32),
-                        b[start:start + _EXACT_K_FP32].to(torch.float32)).to(torch.int32)
-        acc = part if acc is None else acc.add_(part)
-    return acc
-
-
 class Params:
     """Per-group views of the optional parameter lists (one [E, ...] tensor or E tensors)."""
 
@@ -119,7 +92,7 @@ class Params:
 def dequant_weight(w: torch.Tensor, scale: torch.Tensor, offset, int4: bool) -> torch.Tensor:
     """Antiquant weight [k, n] in float32: (w + offset) * scale, per channel or per k-group."""
     if int4:
-        w = quant_core.unpack_int4(w)
+        w = integer.unpack_int4_fast(w)
     wf = w.to(torch.float32)
     s = scale.to(torch.float32)
     o = offset.to(torch.float32) if offset is not None else None
@@ -181,9 +154,7 @@ def quant_groups(x2: torch.Tensor, segments: list[Segment], weight: Params, bias
         s = scale[seg.expert]
         if s.dtype == torch.int64:
             s32, off = unpack_scale_word(s)
-            v = acc.to(torch.float32) * s32 + off
-            v = quant_core.round_values(v, "rint").clamp(-128, 127)
-            y[rows] = v.to(torch.int8)
+            y[rows] = integer.to_int8_saturated(acc.to(torch.float32) * s32 + off)
             continue
         v = acc.to(torch.float32) * s.to(torch.float32)
         if per_token_scale is not None:
