@@ -97,3 +97,50 @@ def _quant_matmul_gelu() -> None:
 
 
 _quant_matmul_gelu()
+
+
+# -- npu_transpose_quant_batchmatmul -------------------------------------------------------------
+
+def _f8(*shape, dtype=torch.float8_e4m3fn):
+    return (torch.randn(*shape) * 2).to(dtype)
+
+
+def _e8m0(*shape):
+    return torch.randint(120, 134, shape, dtype=torch.uint8).view(torch.float8_e8m0fnu)
+
+
+def _hif8(*shape):
+    # Codes 0x00-0x5F and 0x81-0xDF: finite hifloat8 values (0x80 is NaN, 0x6F / 0xEF inf).
+    codes = torch.randint(0, 0x60, shape, dtype=torch.uint8)
+    return codes | (torch.randint(0, 2, shape, dtype=torch.uint8) << 7) | (codes == 0)
+
+
+def _transpose_quant_batchmatmul() -> None:
+    # float8 inputs (the K-C and mx modes) cannot be samples: opcheck's schema check multiplies
+    # the inputs, which PyTorch does not implement for float8 on CPU.  Their FakeTensor and
+    # compile checks are in tests/ops/matmul/test_transpose_quant_batchmatmul.py.
+    e = _entry("npu_transpose_quant_batchmatmul")
+    s = e.samples
+    s.append(Sample("t_c_hifloat8", lambda: (
+        (_hif8(3, 2, 16), _hif8(2, 16, 4), _F16),
+        {"x1_scale": torch.rand(1), "x2_scale": torch.rand(4), "x1_dtype": 290,
+         "x2_dtype": 290})))
+    s.append(Sample("t_c_hifloat8_no_x1_scale_x2_nk", lambda: (
+        (_hif8(2, 3, 32), _hif8(3, 5, 32), _BF16),
+        {"x2_scale": torch.rand(5), "perm_x2": [0, 2, 1]})))
+    err = e.errors
+    err.append(ErrorSample("k_c_k", lambda: (
+        (_f8(2, 2, 256), _f8(2, 256, 128), _F16),
+        {"x1_scale": torch.rand(2), "x2_scale": torch.rand(128)}), ValueError,
+        "npu_transpose_quant_batchmatmul: expected x1 a k dim of 512"))
+    err.append(ErrorSample("mx_group_sizes", lambda: (
+        (_f8(3, 2, 64), _f8(2, 64, 5), _BF16),
+        {"x1_scale": _e8m0(3, 2, 1, 2), "x2_scale": _e8m0(2, 1, 5, 2)}), ValueError,
+        "npu_transpose_quant_batchmatmul: expected group_sizes one of"))
+    err.append(ErrorSample("hifloat8_output", lambda: (
+        (_f8(2, 2, 512), _f8(2, 512, 128), 290),
+        {"x1_scale": torch.rand(2), "x2_scale": torch.rand(128)}), NotImplementedError,
+        "npu_transpose_quant_batchmatmul: expected dtype torch.float16 or"))
+
+
+_transpose_quant_batchmatmul()
