@@ -181,19 +181,36 @@ def _norm(x: torch.Tensor, norm_type: int) -> torch.Tensor:
     return e * torch.reciprocal(e.sum(dim=-1, keepdim=True))     # the kernel's Muls(1 / sum)
 
 
-def _keep_best_groups(score, k_group, group_count, group_select_mode, fast):
-    """``score`` with every expert outside the k_group best groups set to -inf."""
+def _sum_of_top2(grouped: torch.Tensor) -> torch.Tensor:
+    """Largest plus second largest along -1 (a repeated maximum counts twice).
+
+    Two max reductions and a mask: about 3x quicker on CPU than ``topk(2)`` over rows of a few
+    dozen, whose per-row cost dominates.
+    """
+    first = grouped.amax(dim=-1, keepdim=True)
+    is_first = grouped == first
+    rest = grouped.masked_fill(is_first, float("-inf")).amax(dim=-1)
+    first = first.squeeze(-1)
+    return first + torch.where(is_first.sum(dim=-1) >= 2, first, rest)
+
+
+def _top_k_in_best_groups(score, k, k_group, group_count, group_select_mode, fast):
+    """Expert ids of the k best scores inside the k_group best groups (int64, ``(rows, k)``)."""
     rows, experts = score.shape
-    grouped = score.view(rows, group_count, experts // group_count)
+    per_group = experts // group_count
+    grouped = score.view(rows, group_count, per_group)
     if group_select_mode == 0:
         group_score = grouped.amax(dim=-1)
     else:
-        top2 = torch.topk(grouped, 2, dim=-1, sorted=True).values   # values only: ties harmless
-        group_score = top2[..., 0] + top2[..., 1]
+        group_score = _sum_of_top2(grouped)
     _, best = _stable_top_k(group_score, k_group, fast)
-    keep = torch.zeros(rows, group_count, dtype=torch.bool, device=score.device)
-    keep.scatter_(1, best, True)
-    return grouped.masked_fill(~keep.unsqueeze(-1), float("-inf")).view(rows, experts)
+    # Rank only the kept groups' experts (half the work of masking the others with -inf on
+    # DeepSeek-V3's 4 of 8).  Kept in ascending group order, their concatenation lists experts
+    # by id, so its stable ranking breaks ties exactly as a ranking of all experts would.
+    best = torch.sort(best, dim=-1).values
+    kept = grouped.gather(1, best.unsqueeze(-1).expand(rows, k_group, per_group))
+    _, pos = _stable_top_k(kept.reshape(rows, k_group * per_group), k, fast)
+    return best.gather(1, pos // per_group) * per_group + pos % per_group
 
 
 def gating_top_k_reference(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group=1,
@@ -203,8 +220,9 @@ def gating_top_k_reference(x, k, *, bias=None, input_ids=None, tid2eid=None, k_g
     score = norm if bias is None else norm + bias.to(norm.dtype)
     # One expert per group (mode 0) or every group kept: the group step changes nothing.
     if 1 < group_count < x.shape[1] and k_group < group_count:
-        score = _keep_best_groups(score, k_group, group_count, group_select_mode, fast)
-    _, idx = _stable_top_k(score, k, fast)
+        idx = _top_k_in_best_groups(score, k, k_group, group_count, group_select_mode, fast)
+    else:
+        idx = _stable_top_k(score, k, fast)[1]
     y = norm.gather(1, idx)
     if norm_type == _SIGMOID:
         y = y / (y.sum(dim=-1, keepdim=True) + eps)
