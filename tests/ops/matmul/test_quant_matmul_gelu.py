@@ -104,10 +104,11 @@ def test_batch_broadcast_odd_sizes_per_tensor_scale():
     _close(out, _golden(x1, x2, s1, s2))
 
 
-def test_transposed_x2_and_3d_bias():
+def test_transposed_operands_and_3d_bias():
     b, m, k, n = 2, 3, 32, 6
-    x1, x2 = _i8(b, m, k), _i8(b, n, k).transpose(1, 2)        # a strided (b, k, n) view
-    assert not x2.is_contiguous()
+    x1 = _i8(b, k, m).transpose(1, 2)                           # a strided (b, m, k) view
+    x2 = _i8(b, n, k).transpose(1, 2)                           # a strided (b, k, n) view
+    assert not x1.is_contiguous() and not x2.is_contiguous()
     s1, s2 = torch.rand(m) * 0.01, torch.rand(n) * 0.01
     bias = torch.randn(b, 1, n)
     out = npu_anywhere.npu_quant_matmul_gelu(x1, x2, s1, s2, bias=bias, approximate="gelu_tanh")
