@@ -1,5 +1,6 @@
 """torch_npu.npu_quant_matmul: int8 x int8 (or int4 x int4 packed in int32) matmul with exact
-int32 accumulation, then dequantization.
+int32 accumulation, then dequantization; the Ascend 950's float8 / hifloat8 / MX float8 / MX
+float4 inputs are in ``_quant_matmul_lowbit.py``.
 
 Formulas (aclnnQuantMatmulV4, hicann/ops-nn ``matmul/quant_batch_matmul_v3/docs/
 aclnnQuantMatmulV4.md``; acc = x1 @ x2 in int32)::
@@ -27,6 +28,7 @@ from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from ..quant import core as quant_core
 from ..quant.trans_quant_param import trans_quant_param_reference
+from . import _quant_matmul_lowbit as lowbit
 from . import integer
 
 OP = "npu_quant_matmul"
@@ -41,7 +43,6 @@ _OUT_CODES = {1: torch.int8, 5: torch.float16, 15: torch.bfloat16, 3: torch.int3
 _INPUT_DTYPES = (torch.int8, torch.int32)
 _SCALE_DTYPES = (torch.float32, torch.int64, torch.bfloat16)
 _BIAS_DTYPES = (torch.int32, torch.bfloat16, torch.float16, torch.float32)
-_UNEMULATED_INPUTS = (torch.float8_e4m3fn, torch.float8_e5m2, torch.uint8)
 MAX_LAST_DIM = 65535
 
 
@@ -65,21 +66,16 @@ def _logical_kn(x1: torch.Tensor, x2: torch.Tensor) -> tuple[int, int, int]:
     return x1.shape[-1] * 8, x2.shape[-2] * 8, x2.shape[-1]   # (n, k // 8) transposed
 
 
-def _check_unemulated(x1, x2, x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
-                      group_sizes, y_scale) -> None:
-    for name, t in (("x1", x1), ("x2", x2)):
-        checks.expect(t.dtype not in _UNEMULATED_INPUTS, OP, name,
-                      "int8 or int32 (int4 packed); float8 / hifloat8 inputs (Ascend 950) are "
-                      "not implemented", lambda t=t: f"dtype {t.dtype}", NotImplementedError)
-    for name, v in (("x1_dtype", x1_dtype), ("x2_dtype", x2_dtype),
-                    ("pertoken_scale_dtype", pertoken_scale_dtype), ("scale_dtype", scale_dtype)):
+def _check_unemulated(pertoken_scale_dtype, scale_dtype, group_sizes, y_scale) -> None:
+    """What remains outside the emulation for int8 / int4 inputs."""
+    for name, v in (("pertoken_scale_dtype", pertoken_scale_dtype), ("scale_dtype", scale_dtype)):
         checks.expect(v is None, OP, name,
-                      "None (hifloat8 / float4 / MX float8_e8m0 reinterpretation, Ascend 950, "
-                      "is not implemented)", lambda v=v: quant_core.describe_code(v),
-                      NotImplementedError)
+                      "None for int8 / int4 inputs (it reinterprets MX float8_e8m0 scales of "
+                      "float8 / float4 inputs)", lambda v=v: quant_core.describe_code(v),
+                      ValueError)
     checks.expect(not group_sizes, OP, "group_sizes",
-                  "None (block-wise / per-group scales are not implemented)",
-                  lambda: list(group_sizes), NotImplementedError)
+                  "None for int8 / int4 inputs (the G-B int8 and K-G int4 per-group modes are "
+                  "not implemented)", lambda: list(group_sizes), NotImplementedError)
     checks.expect(y_scale is None, OP, "y_scale", "None (not implemented)", "a tensor",
                   NotImplementedError)
 
@@ -180,8 +176,13 @@ def check_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=
                        output_dtype=None, x1_dtype=None, x2_dtype=None,
                        pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                        y_scale=None):
-    _check_unemulated(x1, x2, x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
-                      group_sizes, y_scale)
+    if lowbit.is_lowbit(x1, x2, x1_dtype, x2_dtype, scale, scale_dtype):
+        lowbit.check_lowbit(x1, x2, scale, offset=offset, pertoken_scale=pertoken_scale,
+                            bias=bias, output_dtype=output_dtype, x1_dtype=x1_dtype,
+                            x2_dtype=x2_dtype, pertoken_scale_dtype=pertoken_scale_dtype,
+                            scale_dtype=scale_dtype, group_sizes=group_sizes, y_scale=y_scale)
+        return
+    _check_unemulated(pertoken_scale_dtype, scale_dtype, group_sizes, y_scale)
     out = output_dtype_of(output_dtype)
     m, n, batch = _check_inputs(x1, x2)
     _check_vector("scale", scale, (1, n), _SCALE_DTYPES)
@@ -215,6 +216,12 @@ def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, b
                            output_dtype=None, x1_dtype=None, x2_dtype=None,
                            pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                            y_scale=None):
+    if lowbit.is_lowbit(x1, x2, x1_dtype, x2_dtype, scale, scale_dtype):
+        return lowbit.lowbit_reference(x1, x2, scale, pertoken_scale=pertoken_scale, bias=bias,
+                                       output_dtype=output_dtype, x1_dtype=x1_dtype,
+                                       x2_dtype=x2_dtype,
+                                       pertoken_scale_dtype=pertoken_scale_dtype,
+                                       scale_dtype=scale_dtype)
     out = output_dtype_of(output_dtype)
     a, b = unpack_operands(x1, x2)
     acc = integer.int_matmul(a, b)
@@ -282,9 +289,25 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
         (added to the accumulator), bfloat16 / float32 (bfloat16 output) or float16 / float32
         (float16 output with pertoken_scale), added after dequantization.
     output_dtype : torch.dtype, optional
-        torch.int8 (default), torch.float16, torch.bfloat16 or torch.int32.
-    x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale
-        The Ascend 950 float8 / hifloat8 / MX and block-wise modes: raise NotImplementedError.
+        torch.int8 (default), torch.float16, torch.bfloat16 or torch.int32; for float8 /
+        hifloat8 / float4 inputs torch.float16, torch.bfloat16 or torch.float32.
+    x1_dtype, x2_dtype : int or dtype, optional
+        Ascend 950: what an int8 / uint8 x1 / x2 carries -- ``torch_npu.hifloat8`` (290),
+        ``torch.float8_e5m2`` / ``torch.float8_e4m3fn`` (23 / 24, 291 / 292),
+        ``torch_npu.float4_e2m1fn_x2`` (296, two codes per byte along the tensor's contiguous
+        dim).  ``torch.float8_e4m3fn`` / ``torch.float8_e5m2`` tensors need neither.
+    pertoken_scale_dtype, scale_dtype : int or dtype, optional
+        ``torch_npu.float8_e8m0fnu`` (293): the scales are MX e8m0 codes (uint8 / int8, or
+        ``torch.float8_e8m0fnu`` tensors, which need neither): ``pertoken_scale`` of x1
+        ``(..., m, ceil(k / 64), 2)`` and ``scale`` of x2 ``(..., ceil(k / 64), n, 2)``, block
+        ``2i + j`` at ``[i, j]`` -- the layout npu_dynamic_mx_quant writes (transpose a weight's
+        ``(n, ceil(k / 64), 2)`` scale with the weight).
+    group_sizes : list of int, optional
+        ``[group_m, group_n, group_k]``: ``[1, 1, 32]`` (0 entries inferred) in the MX mode.
+        The per-block float32 modes (G-B ``[1, 128, 128]``, B-B ``[128, 128, 128]``), int8
+        G-B and int4 K-G raise NotImplementedError.
+    y_scale : Tensor, optional
+        The T-CG float8 x float4 mode: raises NotImplementedError.
 
     Returns
     -------
@@ -296,6 +319,13 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
     only for int8 / float16 outputs; bfloat16 scale only for bfloat16 / int32 outputs;
     pertoken_scale only for float16 / bfloat16 outputs.  Strict 310P: int8 inputs, int64 /
     float32 scale, no pertoken_scale, int32 bias, int8 / float16 output.
+
+    Low-bit inputs (Ascend 950, aclnnQuantMatmulV5): see
+    :mod:`npu_anywhere.ops.matmul._quant_matmul_lowbit` -- static ``(x1 @ x2 + bias) * scale``
+    (int64 word, or float32 scale without pertoken_scale, packed to fp19 first), dynamic
+    ``x1 @ x2 * scale * pertoken_scale + bias`` and MX ``sum_j (block dot) * x1s * x2s + bias``
+    (float32 bias); the dot products are exact products summed in float64, rounded once to
+    float32.  Strict mode: only the 950 takes them.
 
     Notes
     -----

@@ -75,10 +75,6 @@ def _quant_matmul() -> None:
     err.append(ErrorSample("bias_shape", lambda: (
         (_i8(3, 8), _i8(8, 4), torch.rand(4)), {"bias": torch.zeros(3, 4, dtype=_I32)}),
         ValueError, "npu_quant_matmul: expected bias one of the shapes"))
-    err.append(ErrorSample("fp8", lambda: (
-        (torch.zeros(3, 8).to(torch.float8_e4m3fn), torch.zeros(8, 4).to(torch.float8_e4m3fn),
-         torch.rand(4)), {"output_dtype": _BF16}), NotImplementedError,
-        "npu_quant_matmul: expected x1 int8 or int32"))
     err.append(ErrorSample("group_sizes", lambda: (
         (_i8(3, 8), _i8(8, 4), torch.rand(4)), {"group_sizes": [1, 1, 4]}),
         NotImplementedError, "npu_quant_matmul: expected group_sizes None"))

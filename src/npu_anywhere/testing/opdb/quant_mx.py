@@ -1,5 +1,5 @@
 """Op database entries of the MX / low-bit quantization ops: npu_dynamic_mx_quant and the
-float8 / hifloat8 / MX modes of npu_quant_matmul."""
+float8 / hifloat8 / MX modes of npu_quant_matmul (its int8 / int4 samples are in matmul.py)."""
 
 from __future__ import annotations
 
@@ -43,4 +43,54 @@ def _dynamic_mx_quant() -> None:
     ]
 
 
+def _fp8(*shape, dtype=torch.float8_e4m3fn):
+    """float8 values carried as their uint8 bit patterns: opcheck's schema test compares
+    inputs with allclose, which has no CPU kernel for the float8 dtypes (the torch float8
+    inputs are covered by tests/ops/matmul/test_quant_matmul_lowbit.py)."""
+    return (torch.randn(*shape) * 4).to(dtype).view(torch.uint8)
+
+
+def _codes(*shape, lo=0, hi=256):
+    return torch.randint(lo, hi, shape, dtype=torch.uint8)
+
+
+def _quant_matmul_lowbit() -> None:
+    name = "npu_quant_matmul"
+    e = _entry(name)
+    hif8 = {"x1_dtype": 290, "x2_dtype": 290}
+    e4m3 = {"x1_dtype": 292, "x2_dtype": 292}
+    mx = {"scale_dtype": 293, "pertoken_scale_dtype": 293}
+    e.samples += [
+        Sample("fp8_per_token_bf16", lambda: ((_fp8(5, 40), _fp8(40, 7, dtype=torch.float8_e5m2),
+                                               torch.rand(7)), {
+            "x1_dtype": 292, "x2_dtype": 291, "pertoken_scale": torch.rand(5),
+            "bias": torch.rand(7), "output_dtype": _BF16})),
+        Sample("fp8_static_fp32_out", lambda: ((_fp8(2, 3, 16), _fp8(16, 4).t().contiguous().t(),
+                                                torch.rand(1)), {**e4m3, "output_dtype": _F32})),
+        Sample("hifloat8_codes", lambda: ((_codes(4, 24, lo=1, hi=100), _codes(24, 3, lo=1, hi=100),
+                                           torch.rand(3)), {
+            **hif8, "pertoken_scale": torch.rand(4), "output_dtype": _F16})),
+        Sample("mx_fp8", lambda: ((_fp8(3, 80), _fp8(5, 80).t(),
+                                   _codes(5, 2, 2, lo=120, hi=134).transpose(0, 1)), {
+            **mx, **e4m3, "pertoken_scale": _codes(3, 2, 2, lo=120, hi=134), "bias": torch.rand(5),
+            "output_dtype": _BF16, "group_sizes": [1, 1, 32]})),
+        Sample("mx_fp4", lambda: ((_codes(3, 32), _codes(4, 32).t(),
+                                   _codes(4, 1, 2, lo=124, hi=130).transpose(0, 1)), {
+            **mx, "x1_dtype": 296, "x2_dtype": 296,
+            "pertoken_scale": _codes(3, 1, 2, lo=124, hi=130), "output_dtype": _F32})),
+    ]
+    e.errors += [
+        ErrorSample("fp8_int8_out", lambda: ((_fp8(3, 8), _fp8(8, 4), torch.rand(4)), e4m3),
+                    ValueError, f"{name}: expected output_dtype torch.float16, torch.bfloat16 "
+                    "or torch.float32 for float8"),
+        ErrorSample("mx_scale_shape", lambda: ((_fp8(3, 64), _fp8(64, 4), _codes(2, 4, 2)), {
+            **mx, **e4m3, "pertoken_scale": _codes(3, 1, 2), "output_dtype": _BF16}), ValueError,
+            f"{name}: expected scale \\(1, 4, 2\\)"),
+        ErrorSample("per_block_float32", lambda: ((_fp8(3, 256), _fp8(256, 4), torch.rand(2, 1)), {
+            **e4m3, "pertoken_scale": torch.rand(3, 2), "output_dtype": _BF16}), NotImplementedError,
+            f"{name}: expected scale 1-D scales"),
+    ]
+
+
 _dynamic_mx_quant()
+_quant_matmul_lowbit()
