@@ -87,6 +87,10 @@ def test_an_inference_tensor_target_is_rejected_before_any_write(name, i, param)
 @pytest.mark.parametrize("name,i,param", CASES, ids=_ids(CASES))
 def test_an_expanded_target_is_rejected_in_eager_and_fake(name, i, param):
     op = REGISTRY[name]
+    args, kwargs = OPDB[name].samples[0].make()
+    target = args[i] if i < len(args) else kwargs[param]
+    if not any(size > 1 for size in target.shape):
+        pytest.skip("the sample's target has no dimension to expand (empty or one element)")
     message = f"{_public(name)}: expected {param} a tensor whose elements do not share memory"
     errors = []
     for door in (op, op.overload):

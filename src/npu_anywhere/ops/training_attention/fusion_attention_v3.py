@@ -6,6 +6,17 @@ back as ``[1]`` int64 tensors (op-plugin ``op_plugin/python/meta/_fake_registrat
 every output is a tensor and the op traces without data-dependent sizes.  Under FakeTensor the
 length tensors have no values: the checks that read them (cumulative ends, the TND mask shape)
 run in eager only.
+
+Both have ``.out`` overloads (op-plugin ``op_plugin_functions.yaml``; rules from
+``FlashAttentionKernelNpuOpApi.cpp``, ``npu_fusion_attention_v3_out`` /
+``npu_fusion_attention_grad_v3_out``, which call the varlen kernels only): they take an optional
+``workspace`` and write the results into the given tensors, which must have exactly the shapes
+and dtypes of the functional results.  They need ``actual_seq_qlen`` and ``actual_seq_kvlen``,
+take no ``sink`` (the forward rejects it; the backward, given one, writes nothing), and with a
+``workspace`` only the TND layout.  Not on Ascend 950 (nor are the functional forms here).
+The NPU's forward rebinds ``seed`` / ``offset`` to fresh host tensors instead of writing the
+ones passed; here they are written, so the returned tensors are the ones passed, as the schema
+says.
 """
 
 from __future__ import annotations
@@ -13,7 +24,7 @@ from __future__ import annotations
 import torch
 
 from ... import checks
-from ...library import TORCH_NPU_NS, NpuOp, OpInfo
+from ...library import TORCH_NPU_NS, NpuOp, OpInfo, define_out
 from . import fa_core
 from .fusion_attention import _INT_MAX, take_token_aliases
 
@@ -214,6 +225,109 @@ def _backward(ctx, grad_attention, *unused):
 
 
 fusion_attention_v3_op.set_autograd(setup_context=_setup_context, backward=_backward)
+
+
+# -- .out overloads ----------------------------------------------------------------------------
+
+OUT_SCHEMA = (
+    "npu_fusion_attention_v3.out(Tensor query, Tensor key, Tensor value, int head_num, "
+    "str input_layout, Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, "
+    "float scale=1., float keep_prob=1., int pre_tockens=2147483647, "
+    "int next_tockens=2147483647, int inner_precise=0, int[]? prefix=None, "
+    "Tensor? actual_seq_qlen=None, Tensor? actual_seq_kvlen=None, int sparse_mode=0, "
+    "bool gen_mask_parallel=True, bool sync=False, str softmax_layout=\"\", Tensor? sink=None, "
+    "Tensor? workspace=None, *, Tensor(a!) attention_score, Tensor(b!) softmax_max, "
+    "Tensor(c!) softmax_sum, Tensor(d!) softmax_out, Tensor(e!) seed, Tensor(f!) offset) "
+    "-> (Tensor(a!), Tensor(b!), Tensor(c!), Tensor(d!), Tensor(e!), Tensor(f!))")
+GRAD_OUT_SCHEMA = (
+    "npu_fusion_attention_grad_v3.out(Tensor query, Tensor key, Tensor value, Tensor dy, "
+    "int head_num, str input_layout, *, Tensor? pse=None, Tensor? padding_mask=None, "
+    "Tensor? atten_mask=None, Tensor? softmax_max=None, Tensor? softmax_sum=None, "
+    "Tensor? softmax_in=None, Tensor? attention_in=None, float scale_value=1., "
+    "float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, "
+    "int inner_precise=0, Tensor? seed=None, Tensor? offset=None, int[]? prefix=None, "
+    "Tensor? actual_seq_qlen=None, Tensor? actual_seq_kvlen=None, int sparse_mode=0, "
+    "bool gen_mask_parallel=True, bool sync=False, str softmax_layout=\"\", Tensor? sink=None, "
+    "Tensor? workspace=None, Tensor(a!) dq, Tensor(b!) dk, Tensor(c!) dv, Tensor(d!) dpse, "
+    "Tensor(e!) dsink) -> (Tensor(a!), Tensor(b!), Tensor(c!), Tensor(d!), Tensor(e!))")
+OUT_NAMES = ("attention_score", "softmax_max", "softmax_sum", "softmax_out", "seed", "offset")
+GRAD_OUT_NAMES = ("dq", "dk", "dv", "dpse", "dsink")
+_GRAD_POSITIONAL = ("query", "key", "value", "dy", "head_num", "input_layout")
+
+
+def _bind_out(positional, names, args, kwargs):
+    """``(op kwargs, workspace, {out name: tensor})`` of a ``.out`` call."""
+    a = dict(zip(positional + ("workspace",), args))
+    a.update(kwargs)
+    outs = {n: a.pop(n) for n in names}
+    return a, a.pop("workspace", None), outs
+
+
+def _given(t) -> bool:
+    return t is not None and t.numel() > 0     # the kernel reads an empty tensor as absent
+
+
+def _check_out_rules(op, a, workspace) -> None:
+    checks.expect(a.get("sink") is None, op, "sink", "None (the .out overload takes no sink)",
+                  lambda: "a tensor", ValueError)
+    for name in ("actual_seq_qlen", "actual_seq_kvlen"):
+        checks.expect(_given(a.get(name)), op, name, "a tensor of cumulative lengths (the "
+                      ".out overload runs the varlen kernel only)", "None or empty",
+                      ValueError)
+    checks.expect(workspace is None or a["input_layout"].upper() == "TND", op, "input_layout",
+                  "'TND' when a workspace is given", lambda: repr(a["input_layout"]),
+                  ValueError)
+
+
+def _check_written(op, outs: dict, expected) -> None:
+    for (name, t), e in zip(outs.items(), expected):
+        checks.expect(tuple(t.shape) == tuple(e.shape) and t.dtype == e.dtype
+                      and t.device == e.device, op, name,
+                      lambda e=e: f"shape {tuple(e.shape)}, dtype {e.dtype} on {e.device} "
+                                  "(what the call returns)",
+                      lambda t=t: f"shape {tuple(t.shape)}, dtype {t.dtype} on {t.device}",
+                      RuntimeError)
+
+
+def check_fusion_attention_v3_out(*args, **kwargs) -> None:
+    a, workspace, outs = _bind_out(ARGS, OUT_NAMES, args, kwargs)
+    fa = _forward_args((), a)
+    p = fa_core.check_forward(OP, fa, _lengths(fa))
+    _check_out_rules(OP, a, workspace)
+    q = a["query"]
+    _check_written(OP, outs, (*fa_core.fake_forward(p, fa), q.new_empty(1, dtype=torch.int64),
+                              q.new_empty(1, dtype=torch.int64)))
+
+
+def fusion_attention_v3_out_reference(*args, **kwargs) -> None:
+    a, _workspace, outs = _bind_out(ARGS, OUT_NAMES, args, kwargs)
+    for t, r in zip(outs.values(), fusion_attention_v3_op(**a)):
+        t.copy_(r)
+
+
+def check_fusion_attention_grad_v3_out(*args, **kwargs) -> None:
+    a, workspace, outs = _bind_out(_GRAD_POSITIONAL, GRAD_OUT_NAMES, args, kwargs)
+    rest = {k: v for k, v in a.items() if k not in _GRAD_POSITIONAL}
+    fa = _grad_args(*(a[n] for n in _GRAD_POSITIONAL), rest)
+    p = fa_core.check_grad(GRAD_OP, fa, _lengths(fa))
+    _check_out_rules(GRAD_OP, a, workspace)
+    _check_written(GRAD_OP, outs, fa_core.fake_grad(p, fa))
+
+
+def fusion_attention_grad_v3_out_reference(*args, **kwargs) -> None:
+    a, _workspace, outs = _bind_out(_GRAD_POSITIONAL, GRAD_OUT_NAMES, args, kwargs)
+    positional = [a.pop(n) for n in _GRAD_POSITIONAL]
+    for t, r in zip(outs.values(), fusion_attention_grad_v3_op(*positional, **a)):
+        t.copy_(r)
+
+
+_, fusion_attention_v3_out_op = define_out(
+    OUT_SCHEMA, check=check_fusion_attention_v3_out, reference=fusion_attention_v3_out_reference,
+    no_grad="the .out overload writes into given tensors; differentiate the functional form")
+_, fusion_attention_grad_v3_out_op = define_out(
+    GRAD_OUT_SCHEMA, check=check_fusion_attention_grad_v3_out,
+    reference=fusion_attention_grad_v3_out_reference,
+    no_grad="a backward op has no backward of its own")
 
 
 def npu_fusion_attention_v3(query, key, value, head_num, input_layout, pse=None,
