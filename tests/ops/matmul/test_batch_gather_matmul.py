@@ -108,12 +108,14 @@ def test_noncontiguous_inputs():
     y = torch.randn(64, b).half().t()                        # (7, 64), column-major
     x = torch.randn(b, 64).half()[:, ::2]                    # (7, 32), strided
     wa = torch.randn(3, 2, 32, 16).half().transpose(2, 3)    # (3, 2, 16, 32)
-    wb = torch.randn(3, 2, 32, 16).half()[:, :, :, :]
-    idx = torch.tensor([2, 0, 1, -1, 2, 0, 1], dtype=I32)[::1]
+    wb = torch.randn(3, 2, 16, 32).half().transpose(2, 3)    # (3, 2, 32, 16)
+    idx = torch.tensor([2, 9, 0, 9, 1, 9, -1, 9, 2, 9, 0, 9, 1], dtype=I32)[::2]
     y_before = y.clone()
     out = npu_anywhere.npu_batch_gather_matmul(y, x, wb, idx, wa, layer_idx=1, y_offset=32)
-    contiguous = npu_anywhere.npu_batch_gather_matmul(y.contiguous(), x.contiguous(), wb,
-                                                      idx, wa.contiguous(), layer_idx=1,
+    assert not any(t.is_contiguous() for t in (y, x, wa, wb, idx))
+    contiguous = npu_anywhere.npu_batch_gather_matmul(y.contiguous(), x.contiguous(),
+                                                      wb.contiguous(), idx.contiguous(),
+                                                      wa.contiguous(), layer_idx=1,
                                                       y_offset=32)
     assert torch.equal(out, contiguous)
     assert out.stride() == y.stride()                        # the input's layout
