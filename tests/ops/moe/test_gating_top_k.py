@@ -318,8 +318,8 @@ def _x(*shape, dtype=torch.float32):
     (lambda: na.npu_moe_gating_top_k(_x(2, 8), 1, input_ids=torch.zeros(2, dtype=torch.int64),
                                      tid2eid=torch.zeros(4, 1, dtype=torch.int64)),
      NotImplementedError, "npu_moe_gating_top_k: expected input_ids None"),
-    (lambda: na.npu_moe_gating_top_k_backward(_x(2, 8).double().half(), _x(2, 3), _x(
-        2, 3, dtype=torch.int32), norm_type=1), TypeError,
+    (lambda: na.npu_moe_gating_top_k_backward(_x(2, 8, dtype=torch.float16), _x(2, 3),
+                                              _x(2, 3, dtype=torch.int32), norm_type=1), TypeError,
      "npu_moe_gating_top_k_backward: expected x_norm dtype"),
     (lambda: na.npu_moe_gating_top_k_backward(_x(2, 1), _x(2, 1), _x(2, 1, dtype=torch.int32),
                                               norm_type=1), ValueError,
