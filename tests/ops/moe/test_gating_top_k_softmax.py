@@ -149,3 +149,42 @@ def test_strict_mode():
     with na.strict("310P"):
         with pytest.raises(Exception, match="npu_moe_gating_top_k_softmax"):
             na.npu_moe_gating_top_k_softmax(x, None, k=2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_stable_top_k_ranks_ties_by_index(dtype):
+    from npu_anywhere.ops.moe._routing import stable_top_k
+
+    gen = torch.Generator().manual_seed(3)
+    # few distinct values (many ties), negatives, both zeros and infinities
+    pool = torch.tensor([-float("inf"), -2.5, -1.0, -0.0, 0.0, 0.5, 1.0, 3.0, float("inf")])
+    values = pool[torch.randint(0, pool.numel(), (37, 13), generator=gen)].to(dtype)
+    got_values, got_idx = stable_top_k(values, 6)
+    # the golden: a stable descending argsort in float64 (-0.0 == 0.0 there, as in float compare)
+    want_idx = torch.from_numpy(
+        (-values.double().numpy()).argsort(axis=-1, kind="stable")[:, :6].copy())
+    assert torch.equal(got_idx, want_idx)
+    assert got_values.dtype == dtype and torch.equal(got_values, values.gather(-1, want_idx))
+
+
+def test_compiled_provider_keeps_the_stable_ranking():
+    from npu_anywhere.kernels import compiled as compiled_kernels
+    from npu_anywhere.library import REGISTRY
+
+    gen = torch.Generator().manual_seed(4)
+    # rounded logits: many exact ties after the bfloat16 softmax
+    x = (torch.randint(-3, 4, (33, 16), generator=gen).float() / 2).to(torch.bfloat16)
+    finished = torch.rand(33, generator=gen) < 0.2
+    with na.use_providers("reference"):
+        ref = na.npu_moe_gating_top_k_softmax(x, finished, k=5)
+        ref2 = na.npu_moe_gating_top_k_softmax_v2(x, k=5, renorm=1)
+    with compiled_kernels.compiling_after(0), na.use_providers("compiled"):
+        got = na.npu_moe_gating_top_k_softmax(x, finished, k=5)
+        got2 = na.npu_moe_gating_top_k_softmax_v2(x, k=5, renorm=1)
+    for name in ("npu_moe_gating_top_k_softmax", "npu_moe_gating_top_k_softmax_v2"):
+        fast = {p.name: p for p in REGISTRY[name].providers._fast}
+        assert fast["compiled"].fn.__self__._disabled is None
+    assert torch.equal(got[1], ref[1]) and torch.equal(got[2], ref[2])
+    assert torch.equal(got2[1], ref2[1])
+    torch.testing.assert_close(got[0], ref[0], rtol=8e-3, atol=0)
+    torch.testing.assert_close(got2[0], ref2[0], rtol=8e-3, atol=0)

@@ -18,6 +18,28 @@ def stable_sort(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.sort(keys, stable=True)
 
 
+def stable_top_k(values: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` largest along -1, descending, equal values ranked by lower index first.
+
+    The ranking the routing goldens get from a stable descending argsort, at the cost of one
+    ``torch.topk``: each value's float32 bits, made order-preserving as a signed integer, go in
+    the high 32 bits of an int64 key and the reversed index in the low 32 bits, so no two keys
+    tie and the topk of the keys is the stable ranking (``torch.topk`` itself promises nothing
+    about ties).  ``-0.0`` ranks equal to ``+0.0``, as float comparison has it.  float64
+    values (accepted outside strict mode) take the stable sort.
+    """
+    if values.dtype == torch.float64:
+        ordered, idx = torch.sort(values, dim=-1, descending=True, stable=True)
+        return ordered[..., :k].contiguous(), idx[..., :k].contiguous()
+    width = values.shape[-1]
+    bits = (values.to(torch.float32) + 0.0).view(torch.int32).to(torch.int64)   # -0.0 -> +0.0
+    bits = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)   # negative floats: reverse their order
+    low = (width - 1) - torch.arange(width, dtype=torch.int64, device=values.device)
+    top = torch.topk((bits << 32) | low, k, dim=-1, sorted=True).values
+    idx = (width - 1) - (top & 0xFFFFFFFF)
+    return values.gather(-1, idx), idx
+
+
 def inverse_permutation(perm: torch.Tensor) -> torch.Tensor:
     """``inv`` with ``inv[perm[i]] = i`` (``perm``: a 1-D int64 permutation)."""
     inv = torch.empty_like(perm)

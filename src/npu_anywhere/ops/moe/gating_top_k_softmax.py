@@ -20,9 +20,10 @@ from __future__ import annotations
 import torch
 
 from ... import checks, targets
+from ...kernels import compiled
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
-from ._routing import compute_dtype, expect_float
+from ._routing import compute_dtype, expect_float, stable_top_k
 
 OP = "npu_moe_gating_top_k_softmax"
 SCHEMA = ("npu_moe_gating_top_k_softmax(Tensor x, Tensor? finished=None, int k=1) "
@@ -62,23 +63,6 @@ def check_gating_top_k_softmax_v2(x, *, k=1, finished=None, renorm=0, output_sof
                   "then softmax)", repr(renorm), ValueError)
 
 
-def _top_k(values: torch.Tensor, k: int, fast: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """The k largest along -1, equal values ranked by expert id (the goldens' stable argsort).
-
-    ``fast`` (eager only: it reads values) tries ``torch.topk``, which is several times quicker
-    than a full sort but makes no promise about ties, and keeps its answer only when no tie
-    can have mattered: no two of the k values equal and nothing outside them equal to the k-th.
-    """
-    if fast:
-        top, idx = torch.topk(values, k, dim=-1, sorted=True)
-        boundary_tie = (values >= top[..., -1:]).sum(dim=-1) > k
-        inner_tie = (top[..., 1:] == top[..., :-1]).any(dim=-1)
-        if not bool((boundary_tie | inner_tie).any()):
-            return top, idx
-    ordered, idx = torch.sort(values, dim=-1, descending=True, stable=True)
-    return ordered[..., :k].contiguous(), idx[..., :k].contiguous()
-
-
 def _mask_finished(expert_idx: torch.Tensor, finished, experts: int) -> torch.Tensor:
     if finished is None:
         return expert_idx
@@ -94,23 +78,22 @@ def _row_idx(shape, k: int, device) -> torch.Tensor:
     return flat.reshape(*shape[:-1], k).contiguous()
 
 
-def gating_top_k_softmax_reference(x, finished=None, k=1, *, fast=False):
+def gating_top_k_softmax_reference(x, finished=None, k=1):
     p = torch.softmax(x.to(compute_dtype(x.dtype)), dim=-1).to(x.dtype)
-    y, idx = _top_k(p, k, fast)
+    y, idx = stable_top_k(p, k)
     expert_idx = _mask_finished(idx.to(torch.int32), finished, x.shape[-1])
     return y, expert_idx, _row_idx(x.shape, k, x.device)
 
 
-def gating_top_k_softmax_v2_reference(x, *, k=1, finished=None, renorm=0, output_softmax=False,
-                                      fast=False):
+def gating_top_k_softmax_v2_reference(x, *, k=1, finished=None, renorm=0, output_softmax=False):
     ct = compute_dtype(x.dtype)
     if renorm == 1:
-        top, idx = _top_k(x, k, fast)
+        top, idx = stable_top_k(x, k)
         y = torch.softmax(top.to(ct), dim=-1).to(x.dtype)
         softmax_out = x.new_empty((0,), dtype=torch.float32)
     else:
         p = torch.softmax(x.to(ct), dim=-1)
-        top, idx = _top_k(p, k, fast)
+        top, idx = stable_top_k(p, k)
         y = top.to(x.dtype)
         softmax_out = p.to(torch.float32) if output_softmax else \
             x.new_empty((0,), dtype=torch.float32)
@@ -129,19 +112,18 @@ gating_top_k_softmax_v2_op = NpuOp(SCHEMA_V2, namespace=TORCH_NPU_NS,
 gating_top_k_softmax_v2_op.forbid_autograd("torch_npu defines no backward for it")
 
 
-# -- eager provider: torch.topk with a tie check (falls back to the stable sort on ties) -------
-
-def _topk_v1(x, finished=None, k=1):
-    return gating_top_k_softmax_reference(x, finished, k, fast=True)
+def _key_v1(x, finished=None, k=1):
+    return ("v1", x.dtype, x.dim(), x.shape[-1], k, finished is not None, x.device.type)
 
 
-def _topk_v2(x, *, k=1, finished=None, renorm=0, output_softmax=False):
-    return gating_top_k_softmax_v2_reference(x, k=k, finished=finished, renorm=renorm,
-                                             output_softmax=output_softmax, fast=True)
+def _key_v2(x, *, k=1, finished=None, renorm=0, output_softmax=False):
+    return ("v2", x.dtype, x.dim(), x.shape[-1], k, finished is not None, renorm,
+            bool(output_softmax), x.device.type)
 
 
-gating_top_k_softmax_op.add_provider("topk", _topk_v1)
-gating_top_k_softmax_v2_op.add_provider("topk", _topk_v2)
+# Fuses the softmax and the ranking keys into one pass; the top-k itself stays ATen's.
+compiled.register(gating_top_k_softmax_op, key=_key_v1)
+compiled.register(gating_top_k_softmax_v2_op, key=_key_v2)
 
 
 def npu_moe_gating_top_k_softmax(x, finished=None, k=1):
