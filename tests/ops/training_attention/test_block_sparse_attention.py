@@ -268,3 +268,62 @@ def test_strict_mode_rules():
     for product in ("950", "310P"):
         with strict(product), pytest.raises(RuntimeError, match="expected a product"):
             npu_anywhere.npu_block_sparse_attention(**a)
+
+
+@pytest.fixture
+def solver(monkeypatch):
+    """Force the dense-rows or the block-gather solver (chosen by blockShapeX otherwise)."""
+    from npu_anywhere.ops.training_attention import bsa_math
+
+    def use(kind):
+        monkeypatch.setattr(bsa_math, "GATHER_MIN_BLOCK_X", 1 if kind == "gather" else 10 ** 9)
+    return use
+
+
+@pytest.mark.parametrize("kind", ["gather", "dense"])
+def test_both_solvers_match_golden_forward_and_backward(solver, kind):
+    solver(kind)
+    q_lens, kv_lens, n1, n2, d, bx, by, scale = [37, 70], [300, 129], 4, 2, 64, 16, 128, 0.15
+    g = torch.Generator().manual_seed(31)
+    q = torch.randn(sum(q_lens), n1, d, generator=g, dtype=F64)
+    k = torch.randn(sum(kv_lens), n2, d, generator=g, dtype=F64)
+    v = torch.randn(sum(kv_lens), n2, d, generator=g, dtype=F64)
+    mask = _mask(2, n1, max(q_lens), max(kv_lens), bx, by, seed=32, density=0.5)
+    mask[1, 2, 0] = 0                                       # a query block that sees nothing
+    kw = dict(num_key_value_heads=n2, scale_value=scale, inner_precise=0,
+              actual_seq_lengths=q_lens, actual_seq_lengths_kv=kv_lens)
+    out, lse = npu_anywhere.npu_block_sparse_attention(q, k, v, mask, [bx, by], **kw)
+    qc, kc = [0, 37, 107], [0, 300, 429]
+    pieces = lambda x, c: [x[c[i]:c[i + 1]].transpose(0, 1) for i in range(2)]  # noqa: E731
+    want, want_lse = golden(pieces(q, qc), pieces(k, kc), pieces(v, kc), list(mask), bx, by,
+                            scale)
+    torch.testing.assert_close(out, torch.cat([w.transpose(0, 1) for w in want]))
+    torch.testing.assert_close(lse[..., 0], torch.cat([w.t() for w in want_lse]))
+    dy = torch.randn(out.shape, generator=g, dtype=F64)
+    grads = npu_anywhere.npu_block_sparse_attention_backward(
+        dy, q, k, v, out, lse, mask, [bx, by], q_lens, kv_lens, "TND", "TND", n2, scale)
+    xs = [t.clone().requires_grad_() for t in (q, k, v)]
+    dense = []
+    for i in range(2):          # the dense float64 formula per sequence, through autograd
+        qi, ki, vi = (x[c[i]:c[i + 1]] for x, c in zip(xs, (qc, kc, kc)))
+        s = torch.einsum("qnd,knd->nqk", qi, ki.repeat_interleave(2, 1)) * scale
+        keep = mask[i].bool()[:, torch.arange(q_lens[i]) // bx][:, :, torch.arange(kv_lens[i]) // by]
+        p = torch.softmax(s.masked_fill(~keep, float("-inf")), -1).nan_to_num(0.0)
+        dense.append(torch.einsum("nqk,knd->qnd", p, vi.repeat_interleave(2, 1)))
+    torch.autograd.backward(torch.cat(dense), dy)
+    for got, x in zip(grads, xs):
+        torch.testing.assert_close(got, x.grad)
+
+
+def test_gradcheck_gather_solver(solver):
+    solver("gather")
+    g = torch.Generator().manual_seed(41)
+    q = torch.randn(1, 2, 40, 64, generator=g, dtype=F64)
+    k, v = (torch.randn(1, 1, 150, 64, generator=g, dtype=F64) for _ in range(2))
+    mask = torch.tensor([[[[1, 0], [1, 1]], [[0, 1], [0, 0]]]], dtype=torch.int8)
+
+    def f(q, k, v):
+        return _bnsd_call(q, k, v, mask, [32, 128], scale_value=0.2, inner_precise=0)[0]
+
+    assert torch.autograd.gradcheck(f, tuple(t.requires_grad_() for t in (q, k, v)),
+                                    fast_mode=True)

@@ -17,7 +17,9 @@ keeps S, the softmax and the unnormalised output in float16 (ElementS / ElementO
 scale cast to half): emulated by rounding scaled S, P, the row sum and ``P v`` to float16.
 
 Rows are processed in blocks whose scores stay within a fixed budget, so memory grows with the
-sequence length, not its square.  A row that selects no key (or lies in the padding beyond
+sequence length, not its square.  With query blocks of 32 rows or more, each group of query
+blocks gathers just the key / value blocks it selects (work and memory proportional to the
+selected blocks, as on the NPU); smaller query blocks compute masked rows of the dense scores.  A row that selects no key (or lies in the padding beyond
 its batch's length) gives output 0 and ``lse = -inf``: the NPU leaves such rows unwritten.
 """
 
@@ -28,6 +30,7 @@ import torch
 from .bsa_problem import BSAProblem, lse_shape, rows, stats_dtype
 
 SCORE_BUDGET = 1 << 22          # score elements per block (16 MiB of float32)
+GATHER_MIN_BLOCK_X = 32
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -63,57 +66,188 @@ def _inputs(query, key, value, p: BSAProblem, b: int, qs: int, ks: int, ct):
 
 
 def _softmax_pv(s, vb, m, dtype, half_softmax: bool):
-    """``(out, l)`` of one block of masked, scaled scores ``s`` (its row max ``m``)."""
+    """``(out, l)`` of one block of masked, scaled scores ``s`` (its row max ``m``); ``s`` is
+    overwritten (each pass over a block of scores costs about as much as its matmul)."""
     m_safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    e = s.sub_(m_safe.unsqueeze(-1)).exp_()            # float16 arithmetic when half_softmax
     if half_softmax:
-        e = torch.exp(s - m_safe.unsqueeze(-1))                 # float16 arithmetic
         l = e.float().sum(-1).half()
         o = torch.matmul(e.float(), vb).half()
         out = torch.where(l.unsqueeze(-1) > 0, o / l.unsqueeze(-1).clamp_min(1e-7),
                           torch.zeros_like(o))
         return out, l.float()
-    e = torch.exp(s - m_safe.unsqueeze(-1))
     l = e.sum(-1)
-    o = torch.matmul(e.to(dtype).to(s.dtype), vb)               # P rounded (ElementP)
+    if dtype != e.dtype:
+        e = e.to(dtype).to(e.dtype)                     # P rounded (ElementP)
+    o = torch.matmul(e, vb)
     safe = torch.where(l > 0, l, torch.ones_like(l))
     out = torch.where(l.unsqueeze(-1) > 0, o / safe.unsqueeze(-1), torch.zeros_like(o))
     return out, l
+
+
+def _scaled(s, scale: float, half_softmax: bool):
+    if half_softmax:                   # S and the scale in float16 (ElementS = half)
+        return s.half() * torch.tensor(scale, dtype=torch.float16)
+    return s.mul_(scale)
+
+
+def _lse(m, l, dtype):
+    safe = torch.where(l > 0, l, torch.ones_like(l))
+    return torch.where(l > 0, m.to(l.dtype) + torch.log(safe),
+                       torch.full_like(l, float("-inf"))).to(dtype)
+
+
+class _Gather:
+    """The selected key blocks of a group of query blocks, gathered side by side.
+
+    ``sel`` ``[N, G, nkb]``: for each head and query block, the blocks in ascending order
+    (``order`` ``[N, G, c]``, c = the most any of them selects), their keys / values
+    ``[N, G, c * by, D]`` and which gathered keys exist (``ok``: a selected block, and a
+    position inside the batch's key length)."""
+
+    def __init__(self, sel, k_blocks, v_blocks, nkv: int, by: int):
+        n, g, _ = sel.shape
+        dev = sel.device
+        count = sel.sum(-1)
+        c = int(count.max())
+        self.order = torch.sort(sel.to(torch.int8), dim=-1, descending=True,
+                                stable=True).indices[..., :c]
+        valid = torch.arange(c, device=dev) < count.unsqueeze(-1)
+        pos = self.order.unsqueeze(-1) * by + torch.arange(by, device=dev)
+        self.ok = (valid.unsqueeze(-1) & (pos < nkv)).reshape(n, g, c * by)
+        heads = torch.arange(n, device=dev).view(n, 1, 1)
+        d = k_blocks.shape[-1]
+        self.k = k_blocks[heads, self.order].reshape(n, g, c * by, d)
+        self.v = v_blocks[heads, self.order].reshape(n, g, c * by, v_blocks.shape[-1])
+        self.flat_index = (heads * k_blocks.shape[1] + self.order).reshape(-1)
+
+
+def _blocked(x: torch.Tensor, n_blocks: int, size: int) -> torch.Tensor:
+    """``[N, L, D]`` zero-padded to ``n_blocks * size`` rows, as ``[N, n_blocks, size, D]``."""
+    n, length, d = x.shape
+    out = x.new_zeros(n, n_blocks * size, d)
+    out[:, :length] = x
+    return out.view(n, n_blocks, size, d)
+
+
+def _group(p: BSAProblem, nkb: int) -> int:
+    """Query blocks per gathered group: its scores and gathered keys stay within budget."""
+    return max(1, SCORE_BUDGET // max(1, p.heads * nkb * p.by * max(p.bx, p.d)))
+
+
+def use_gather(p: BSAProblem) -> bool:
+    """Gather the selected blocks when query blocks are tall enough that copying each one's
+    keys costs little next to its product (else compute masked rows of the dense scores)."""
+    return p.bx >= GATHER_MIN_BLOCK_X
+
+
+def _forward_dense(qb, kb, vb, mask_b, p, scale, dtype, half, out_b, lse_b):
+    nq, nkv = qb.shape[1], kb.shape[1]
+    step = _step(p, nq, nkv)
+    for i0 in range(0, nq, step):
+        i1 = min(nq, i0 + step)
+        sel = _selected(mask_b, i0, i1, nkv, p)
+        s = _scaled(torch.matmul(qb[:, i0:i1], kb.transpose(-1, -2)), scale, half)
+        s = s.masked_fill_(~sel, float("-inf"))
+        m = s.amax(-1)
+        o, l = _softmax_pv(s, vb, m, dtype, half)
+        out_b[:, i0:i1] = o.to(dtype)
+        lse_b[:, i0:i1] = _lse(m, l, lse_b.dtype)
+
+
+def _forward_gather(qb, kb, vb, mask_b, p, scale, dtype, half, out_b, lse_b):
+    n, nq, d = qb.shape
+    nkv = kb.shape[1]
+    nqb, nkb = -(-nq // p.bx), -(-nkv // p.by)
+    sel = mask_b[:, :nqb, :nkb]
+    qp = _blocked(qb, nqb, p.bx)
+    k_blocks, v_blocks = _blocked(kb, nkb, p.by), _blocked(vb, nkb, p.by)
+    step = _group(p, nkb)
+    for a in range(0, nqb, step):
+        z = min(nqb, a + step)
+        if not bool(sel[:, a:z].any()):
+            continue                     # rows that select nothing stay 0 / -inf
+        gat = _Gather(sel[:, a:z], k_blocks, v_blocks, nkv, p.by)
+        s = _scaled(torch.matmul(qp[:, a:z], gat.k.transpose(-1, -2)), scale, half)
+        s = s.masked_fill_(~gat.ok.unsqueeze(2), float("-inf"))        # [N, g, bx, c*by]
+        m = s.amax(-1)
+        o, l = _softmax_pv(s, gat.v, m, dtype, half)
+        r0, r1 = a * p.bx, min(nq, z * p.bx)
+        out_b[:, r0:r1] = o.reshape(n, -1, d)[:, :r1 - r0].to(dtype)
+        lse_b[:, r0:r1] = _lse(m, l, lse_b.dtype).reshape(n, -1)[:, :r1 - r0]
 
 
 def forward(query, key, value, mask, p: BSAProblem, scale: float, inner_precise: int):
     """``(attention_out, softmax_lse)`` in the call's layout."""
     dtype = query.dtype
     ct = compute_dtype(dtype)
-    half_softmax = inner_precise == 1 and dtype == torch.float16
+    half = inner_precise == 1 and dtype == torch.float16
     out = torch.zeros(query.shape, dtype=dtype, device=query.device)
     lse = torch.full(lse_shape(query, p), float("-inf"), dtype=stats_dtype(dtype),
                      device=query.device)
+    solve = _forward_gather if use_gather(p) else _forward_dense
     qs = ks = 0
     for b in range(p.batch):
         nq, nkv = p.q_lens[b], p.kv_lens[b]
         if nq > 0 and nkv > 0:
             qb, kb, vb = _inputs(query, key, value, p, b, qs, ks, ct)
-            mask_b = mask[b] != 0
-            out_b = rows(out, p, b, qs, kv=False)
-            lse_b = _lse_rows(lse, p, b, qs)
-            step = _step(p, nq, nkv)
-            for i0 in range(0, nq, step):
-                i1 = min(nq, i0 + step)
-                sel = _selected(mask_b, i0, i1, nkv, p)
-                s = torch.matmul(qb[:, i0:i1], kb.transpose(-1, -2))
-                if half_softmax:
-                    s = s.half() * torch.tensor(scale, dtype=torch.float16)
-                else:
-                    s = s.mul_(scale)
-                s = s.masked_fill(~sel, float("-inf"))
-                m = s.amax(-1)
-                o, l = _softmax_pv(s, vb, m, dtype, half_softmax)
-                out_b[:, i0:i1] = o.to(dtype)
-                safe = torch.where(l > 0, l, torch.ones_like(l))
-                lse_b[:, i0:i1] = torch.where(l > 0, m.to(l.dtype) + torch.log(safe),
-                                              torch.full_like(l, float("-inf"))).to(lse.dtype)
+            solve(qb, kb, vb, mask[b] != 0, p, scale, dtype, half,
+                  rows(out, p, b, qs, kv=False), _lse_rows(lse, p, b, qs))
         qs, ks = qs + nq, ks + nkv
     return out, lse
+
+
+def _grads(q, k, v, do, o, lse, ok, scale):
+    """``(dq, dk, dv)`` of one block of rows against its keys (``ok``: which keys count)."""
+    s = torch.matmul(q, k.transpose(-1, -2)) * scale
+    prob = torch.where(ok, torch.exp(s - lse.unsqueeze(-1)), torch.zeros_like(s))
+    dp = torch.matmul(do, v.transpose(-1, -2))
+    ds = prob * (dp - (do * o).sum(-1, keepdim=True))
+    return (torch.matmul(ds, k) * scale, torch.matmul(ds.transpose(-1, -2), q) * scale,
+            torch.matmul(prob.transpose(-1, -2), do))
+
+
+def _backward_dense(qb, kb, vb, dob, ob, lse_b, mask_b, p, scale, dq_b):
+    nq, nkv = qb.shape[1], kb.shape[1]
+    dk, dv = torch.zeros_like(kb), torch.zeros_like(vb)
+    step = _step(p, nq, nkv)
+    for i0 in range(0, nq, step):
+        i1 = min(nq, i0 + step)
+        sel = _selected(mask_b, i0, i1, nkv, p)
+        dq_c, dk_c, dv_c = _grads(qb[:, i0:i1], kb, vb, dob[:, i0:i1], ob[:, i0:i1],
+                                  lse_b[:, i0:i1], sel, scale)
+        dq_b[:, i0:i1] = dq_c
+        dk += dk_c
+        dv += dv_c
+    return dk, dv
+
+
+def _backward_gather(qb, kb, vb, dob, ob, lse_b, mask_b, p, scale, dq_b):
+    n, nq, d = qb.shape
+    nkv = kb.shape[1]
+    nqb, nkb = -(-nq // p.bx), -(-nkv // p.by)
+    sel = mask_b[:, :nqb, :nkb]
+    qp, dop, op = (_blocked(x, nqb, p.bx) for x in (qb, dob, ob))
+    lsep = _blocked(lse_b.unsqueeze(-1), nqb, p.bx)[..., 0]            # [N, nqb, bx]
+    k_blocks, v_blocks = _blocked(kb, nkb, p.by), _blocked(vb, nkb, p.by)
+    dk_blocks = torch.zeros(n * nkb, p.by, d, dtype=kb.dtype, device=kb.device)
+    dv_blocks = torch.zeros(n * nkb, p.by, vb.shape[-1], dtype=vb.dtype, device=vb.device)
+    step = _group(p, nkb)
+    for a in range(0, nqb, step):
+        z = min(nqb, a + step)
+        if not bool(sel[:, a:z].any()):
+            continue
+        gat = _Gather(sel[:, a:z], k_blocks, v_blocks, nkv, p.by)
+        # padding rows carry d_out = 0, so they add nothing to dk / dv
+        dq_g, dk_g, dv_g = _grads(qp[:, a:z], gat.k, gat.v, dop[:, a:z], op[:, a:z],
+                                  lsep[:, a:z], gat.ok.unsqueeze(2), scale)
+        r0, r1 = a * p.bx, min(nq, z * p.bx)
+        dq_b[:, r0:r1] = dq_g.reshape(n, -1, d)[:, :r1 - r0]
+        dk_blocks.index_add_(0, gat.flat_index, dk_g.reshape(-1, p.by, d))
+        dv_blocks.index_add_(0, gat.flat_index, dv_g.reshape(-1, p.by, dv_g.shape[-1]))
+    dk = dk_blocks.view(n, nkb * p.by, d)[:, :nkv]
+    dv = dv_blocks.view(n, nkb * p.by, -1)[:, :nkv]
+    return dk, dv
 
 
 def backward(d_out, query, key, value, attention_out, softmax_lse, mask, p: BSAProblem,
@@ -129,6 +263,7 @@ def backward(d_out, query, key, value, attention_out, softmax_lse, mask, p: BSAP
     dq = torch.zeros(query.shape, dtype=ct, device=query.device)
     dk = torch.zeros(key.shape, dtype=ct, device=query.device)
     dv = torch.zeros(value.shape, dtype=ct, device=query.device)
+    solve = _backward_gather if use_gather(p) else _backward_dense
     qs = ks = 0
     for b in range(p.batch):
         nq, nkv = p.q_lens[b], p.kv_lens[b]
@@ -138,27 +273,12 @@ def backward(d_out, query, key, value, attention_out, softmax_lse, mask, p: BSAP
             ob = rows(attention_out, p, b, qs, kv=False).to(ct)
             lse_b = _lse_rows(softmax_lse, p, b, qs).to(ct)
             lse_b = torch.where(torch.isfinite(lse_b), lse_b, torch.zeros_like(lse_b))
-            mask_b = mask[b] != 0
-            dq_b = rows(dq, p, b, qs, kv=False)
-            dk_acc, dv_acc = torch.zeros_like(kb), torch.zeros_like(vb)
-            step = _step(p, nq, nkv)
-            for i0 in range(0, nq, step):
-                i1 = min(nq, i0 + step)
-                sel = _selected(mask_b, i0, i1, nkv, p)
-                q_c, do_c = qb[:, i0:i1], dob[:, i0:i1]
-                s = torch.matmul(q_c, kb.transpose(-1, -2)) * scale
-                prob = torch.where(sel, torch.exp(s - lse_b[:, i0:i1].unsqueeze(-1)),
-                                   torch.zeros_like(s))
-                dp = torch.matmul(do_c, vb.transpose(-1, -2))
-                big_d = (do_c * ob[:, i0:i1]).sum(-1, keepdim=True)
-                ds = prob * (dp - big_d)
-                dq_b[:, i0:i1] = torch.matmul(ds, kb) * scale
-                dk_acc += torch.matmul(ds.transpose(-1, -2), q_c) * scale
-                dv_acc += torch.matmul(prob.transpose(-1, -2), do_c)
+            dk_b, dv_b = solve(qb, kb, vb, dob, ob, lse_b, mask[b] != 0, p, scale,
+                               rows(dq, p, b, qs, kv=False))
             if group > 1:
-                dk_acc = dk_acc.view(p.kv_heads, group, nkv, -1).sum(1)
-                dv_acc = dv_acc.view(p.kv_heads, group, nkv, -1).sum(1)
-            rows(dk, p, b, ks, kv=True).copy_(dk_acc)
-            rows(dv, p, b, ks, kv=True).copy_(dv_acc)
+                dk_b = dk_b.reshape(p.kv_heads, group, nkv, -1).sum(1)
+                dv_b = dv_b.reshape(p.kv_heads, group, nkv, -1).sum(1)
+            rows(dk, p, b, ks, kv=True).copy_(dk_b)
+            rows(dv, p, b, ks, kv=True).copy_(dv_b)
         qs, ks = qs + nq, ks + nkv
     return dq.to(dtype), dk.to(dtype), dv.to(value.dtype)
