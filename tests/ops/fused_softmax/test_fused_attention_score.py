@@ -174,3 +174,69 @@ def test_strict_mode_rules():
                                          0.1, 1.0)
     with na.strict("A2"), pytest.raises(Exception, match="npu_fused_attention_score"):
         na.npu_fused_attention_score(q, k, v, mask, 0.1, 1.0)
+
+
+# -- npu_fused_attention_score_grad: the kernel's layout ---------------------------------------
+
+def _kernel_layout(t):
+    return t.permute(0, 2, 1, 3).reshape(B * S, N * D)
+
+
+def test_grad_op_matches_golden_autograd_in_the_kernel_layout():
+    """(B * S, N * D) gradients: the golden's (B, N, S, D) gradient permuted to (B, S, N, D)."""
+    q, k, v = qkv(torch.float64, 31)
+    mask = make((B, 1, S, S), torch.float64, 32)
+    drop = (torch.rand(B * N * S * S, generator=torch.Generator().manual_seed(33)) < 0.75)
+    drop = drop.to(torch.uint8)
+    g = make((B * S, N * D), torch.float64, 34)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    keep = drop.reshape(B, N, S, S).double()
+    golden_out(golden_probs(leaves[0], leaves[1], mask, 0.3), leaves[2], keep, 0.75).backward(g)
+    before = [t.clone() for t in (g, q, k, v)]
+    got = na.npu_fused_attention_score_grad(g, golden_probs(q, k, mask, 0.3), q, k, v, drop,
+                                            0.3, 0.75)
+    assert all(torch.equal(a, b) for a, b in zip(before, (g, q, k, v)))
+    for t, leaf in zip(got, leaves):
+        assert t.shape == (B * S, N * D) and t.dtype == torch.float64 and t.is_contiguous()
+        assert_close_to_golden(t, _kernel_layout(leaf.grad), dtype=torch.float64)
+
+
+def test_grad_op_float16_follows_the_given_softmax():
+    """The kernel starts from the (rounded) softmax it is given: the doc's backward formula
+    in float64 from those values, and the same numbers as _backward in its own layout."""
+    q, k, v = qkv(torch.float16, 41)
+    mask = make((B, 1, S, S), torch.float16, 42)
+    drop = (torch.rand(B * N * S * S, generator=torch.Generator().manual_seed(43)) < 0.75)
+    drop = drop.to(torch.uint8)
+    g = make((B * S, N * D), torch.float16, 44)
+    scale = fp16_scale(0.3, torch.float16)
+    probs = golden_probs(q, k, mask, scale).to(torch.float16)
+    got = torch.ops.npu.npu_fused_attention_score_grad(g, probs, q, k, v, drop, 0.3, 0.75)
+    gg = g.double().reshape(B, S, N, D).permute(0, 2, 1, 3)
+    p, keep = probs.double(), drop.reshape(B, N, S, S).double() / 0.75
+    dp = (gg @ v.double().transpose(-1, -2)) * keep
+    ds = scale * p * (dp - (dp * p).sum(-1, keepdim=True))
+    wants = (ds @ k.double(), ds.transpose(-1, -2) @ q.double(), (p * keep).transpose(-1, -2) @ gg)
+    for t, want in zip(got, wants):
+        assert t.dtype == torch.float16
+        assert_close_to_golden(t, _kernel_layout(want), dtype=torch.float16)
+    back = torch.ops.npu.npu_fused_attention_score_backward(g, probs, q, k, v, drop, 0.3, 0.75)
+    for t, b in zip(got, back):
+        assert torch.equal(t, _kernel_layout(b))
+
+
+def test_grad_op_bad_inputs_name_it():
+    q, k, v = qkv(torch.float16)
+    probs = torch.zeros(B, N, S, S, dtype=torch.float16)
+    drop = torch.ones(B * N * S * S, dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="npu_fused_attention_score_grad: expected "
+                       "grad_output the shape"):
+        na.npu_fused_attention_score_grad(q, probs, q, k, v, drop, 0.3, 1.0)
+    with pytest.raises(NotImplementedError, match="npu_fused_attention_score_grad: expected "
+                       "dx_transpose False"):
+        torch.ops.npu.npu_fused_attention_score_grad(
+            torch.zeros(B * S, N * D, dtype=torch.float16), probs, q, k, v, drop, 0.3, 1.0,
+            dx_transpose=True)
+    with na.strict("A2"), pytest.raises(RuntimeError, match="npu_fused_attention_score_grad"):
+        na.npu_fused_attention_score_grad(torch.zeros(B * S, N * D, dtype=torch.float16),
+                                          probs, q, k, v, drop, 0.3, 1.0)

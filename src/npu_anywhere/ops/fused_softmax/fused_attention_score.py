@@ -1,4 +1,6 @@
-"""torch_npu.npu_fused_attention_score, npu_fused_attention_score_fwd and their backward.
+"""torch_npu.npu_fused_attention_score, npu_fused_attention_score_fwd and their backward ops
+(npu_fused_attention_score_backward, and npu_fused_attention_score_grad: the same gradients in
+the kernel's (B * S, N * D) layout).
 
 Formula (seed 004: the fused matmul, transpose, add, softmax, dropout, batch matmul and
 permute of a BERT attention layer; shapes from op-plugin FusedAttentionScoreKernelNpu.cpp)::
@@ -38,6 +40,7 @@ from ._common import softmax_grad
 OP = "npu_fused_attention_score"
 FWD_OP = "npu_fused_attention_score_fwd"
 GRAD_OP = "npu_fused_attention_score_backward"
+GRAD2_OP = "npu_fused_attention_score_grad"
 _FLAGS = ("bool query_transpose=False, bool key_transpose=False, "
           "bool bmm_score_transpose_a=False, bool bmm_score_transpose_b=False, "
           "bool value_transpose=False, bool dx_transpose=False")
@@ -45,10 +48,14 @@ _INPUTS = ("Tensor query_layer, Tensor key_layer, Tensor value_layer, Tensor att
            "Scalar scale, float keep_prob, ")
 SCHEMA = f"{OP}({_INPUTS}{_FLAGS}) -> Tensor"
 FWD_SCHEMA = f"{FWD_OP}({_INPUTS}{_FLAGS}) -> (Tensor, Tensor, Tensor)"
-GRAD_SCHEMA = (f"{GRAD_OP}(Tensor grad_output, Tensor softmax_output, Tensor query_layer, "
-               "Tensor key_layer, Tensor value_layer, Tensor mask, Scalar scale, float keep_prob, "
-               "bool query_transpose=False, bool key_transpose=False, "
-               "bool value_transpose=False, bool dx_transpose=False) -> (Tensor, Tensor, Tensor)")
+_GRAD_ARGS = ("(Tensor grad_output, Tensor softmax_output, Tensor query_layer, "
+              "Tensor key_layer, Tensor value_layer, Tensor mask, Scalar scale, float keep_prob, "
+              "bool query_transpose=False, bool key_transpose=False, "
+              "bool value_transpose=False, bool dx_transpose=False) -> (Tensor, Tensor, Tensor)")
+GRAD_SCHEMA = GRAD_OP + _GRAD_ARGS
+# op-plugin also defines _grad with the same schema: the same AttentionScoreGrad kernel, its
+# outputs returned as the kernel writes them, (B * S, N * D) like grad_output.
+GRAD2_SCHEMA = GRAD2_OP + _GRAD_ARGS
 
 DTYPES = (torch.float16,)            # seed 004: every input "仅支持float16"
 # Seed 004: "支持的型号: Atlas 训练系列产品".
@@ -129,7 +136,23 @@ def check_fused_attention_score_backward(grad_output, softmax_output, query_laye
                                          value_layer, mask, scale, keep_prob,
                                          query_transpose=False, key_transpose=False,
                                          value_transpose=False, dx_transpose=False):
-    op = GRAD_OP
+    _check_backward(GRAD_OP, grad_output, softmax_output, query_layer, key_layer, value_layer,
+                    mask, scale, keep_prob, query_transpose, key_transpose, value_transpose,
+                    dx_transpose)
+
+
+def check_fused_attention_score_grad(grad_output, softmax_output, query_layer, key_layer,
+                                     value_layer, mask, scale, keep_prob, query_transpose=False,
+                                     key_transpose=False, value_transpose=False,
+                                     dx_transpose=False):
+    _check_backward(GRAD2_OP, grad_output, softmax_output, query_layer, key_layer, value_layer,
+                    mask, scale, keep_prob, query_transpose, key_transpose, value_transpose,
+                    dx_transpose)
+
+
+def _check_backward(op, grad_output, softmax_output, query_layer, key_layer, value_layer, mask,
+                    scale, keep_prob, query_transpose, key_transpose, value_transpose,
+                    dx_transpose):
     _check_flags(op, {"query_transpose": query_transpose, "key_transpose": key_transpose,
                       "value_transpose": value_transpose, "dx_transpose": dx_transpose})
     _check_qkv(op, query_layer, key_layer, value_layer)
@@ -219,6 +242,18 @@ def fused_attention_score_backward_reference(grad_output, softmax_output, query_
     return laid_out(dq), laid_out(dk), laid_out(dv)
 
 
+def fused_attention_score_grad_reference(grad_output, softmax_output, query_layer, key_layer,
+                                         value_layer, mask, scale, keep_prob,
+                                         query_transpose=False, key_transpose=False,
+                                         value_transpose=False, dx_transpose=False):
+    b, n, s, d = query_layer.shape
+    grads = fused_attention_score_backward_reference(
+        grad_output, softmax_output, query_layer, key_layer, value_layer, mask, scale,
+        keep_prob, query_transpose, key_transpose, value_transpose, dx_transpose)
+    # (B, N, S, D) values stored (B, S, N, D): the kernel's buffers, read as (B * S, N * D)
+    return tuple(t.permute(0, 2, 1, 3).reshape(b * s, n * d) for t in grads)
+
+
 fused_attention_score_fwd_op = NpuOp(FWD_SCHEMA, namespace=TORCH_NPU_NS,
                                      check=check_fused_attention_score_fwd,
                                      reference=fused_attention_score_fwd_reference,
@@ -232,6 +267,11 @@ fused_attention_score_backward_op = NpuOp(GRAD_SCHEMA, namespace=TORCH_NPU_NS,
                                           reference=fused_attention_score_backward_reference,
                                           metadata_check=True,
                                           info=OpInfo(api="torch_npu", backward_of=FWD_OP))
+fused_attention_score_grad_op = NpuOp(GRAD2_SCHEMA, namespace=TORCH_NPU_NS,
+                                      check=check_fused_attention_score_grad,
+                                      reference=fused_attention_score_grad_reference,
+                                      metadata_check=True,
+                                      info=OpInfo(api="torch_npu", backward_of=FWD_OP))
 
 
 def _setup_context(ctx, inputs, output):
@@ -343,8 +383,26 @@ def npu_fused_attention_score_backward(grad_output, softmax_output, query_layer,
                                              dx_transpose)
 
 
+def npu_fused_attention_score_grad(grad_output, softmax_output, query_layer, key_layer,
+                                   value_layer, mask, scale, keep_prob, query_transpose=False,
+                                   key_transpose=False, value_transpose=False,
+                                   dx_transpose=False):
+    """:func:`npu_fused_attention_score_backward` with the gradients as the kernel writes them.
+
+    The same formula and arguments; ``(query_dx, key_dw, value_dw)`` each of grad_output's
+    shape (B * S, N * D): ``dq.permute(0, 2, 1, 3).reshape(B * S, N * D)`` (op-plugin
+    ``FusedAttentionScoreKernelNpu.cpp``, ``npu_fused_attention_score_grad``, which skips the
+    _backward op's final reshape and permute).  Autograd of npu_fused_attention_score goes
+    through ``_backward`` (derivatives.yaml), not this op.
+    """
+    return fused_attention_score_grad_op(grad_output, softmax_output, query_layer, key_layer,
+                                         value_layer, mask, scale, keep_prob, query_transpose,
+                                         key_transpose, value_transpose, dx_transpose)
+
+
 TORCH_NPU_FUNCTIONS = {
     "npu_fused_attention_score": npu_fused_attention_score,
+    "npu_fused_attention_score_grad": npu_fused_attention_score_grad,
     "npu_fused_attention_score_fwd": npu_fused_attention_score_fwd,
     "npu_fused_attention_score_backward": npu_fused_attention_score_backward,
 }
