@@ -196,12 +196,12 @@ def add_lora(op, y, x, weight_b, indices, weight_a, layer_idx, scale, y_offset) 
             # Z1 leaves the cube unit as float16 (F322F16) before the second matmul.
             a = torch.mm(a, weight_a[adapter, layer_idx].to(ct).mT).to(dt).to(ct)
         torch.mm(a, weight_b[adapter, layer_idx].to(ct).mT, out=z2[seg])
-    z2 = z2.to(dt).to(ct)
-    s = float(torch.tensor(scale, dtype=dt))                  # Muls takes half(scale)
-    delta = (z2 * s).to(dt).to(ct)
+    # Muls takes half(scale); s is exact in dt, and dt's elementwise mul and add compute in
+    # float32 (or float64) and round once -- exactly the kernel's float16 vector steps.
+    s = float(torch.tensor(scale, dtype=dt))
+    delta = z2.to(dt).mul_(s)
     window = y.narrow(1, y_offset, h2)
-    updated = (window.index_select(0, rows).to(ct) + delta).to(dt)
-    window.index_copy_(0, rows, updated)
+    window.index_copy_(0, rows, window.index_select(0, rows).add_(delta))
 
 
 def batch_gather_matmul_reference(self, x, weight_b, indices, weight_a=None, layer_idx=0,
