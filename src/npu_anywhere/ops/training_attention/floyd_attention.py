@@ -12,11 +12,14 @@ key_jk / value_jk ``[B, H, K, N, D]``, atten_mask ``[B, 1, M, 1, K]``)::
     out[b,h,m,n]   = sum_k P[b,h,m,n,k] (v_ij[b,h,m,k] + v_jk[b,h,k,n])
 
 Schemas from op-plugin's ``op_plugin_functions.yaml``, output shapes from its meta functions,
-the backward from ``derivatives.yaml``.  Numerics follow the kernel's own golden
-(ops-transformer attention/fused_floyd_attention/tests/assets/impl/golden.py): float32 scores,
-a masked score pushed to the lowest float32 (so a fully masked row averages all K values
-rather than giving NaN), P normalised and rounded to the input dtype before the two value
-products, float32 accumulation, one rounding of the output.
+the backward from ``derivatives.yaml``.  Numerics follow the kernel
+(ops-transformer attention/fused_floyd_attention/op_kernel/fused_floyd_attention_s1s2_bn2gs1.h,
+a flash-attention pipeline): float32 scores; a masked score becomes the lowest float32
+(NEGATIVE_MIN_VAULE_FP32, as the op's golden adds it, so a fully masked row averages all K
+values rather than giving NaN); the unnormalised ``exp(s - max)`` rounded to the input dtype
+(its stage-1 buffer) enters both value products, accumulated in float32 and divided by the
+row sum at the end (Bmm2ResultDiv); one rounding of the output.  The max is the row's final
+max (the kernel rescales online past 1024 keys: a difference of one rounding of P).
 """
 
 from __future__ import annotations
@@ -145,8 +148,9 @@ def fused_floyd_attention_reference(query_ik, key_ij, value_ij, key_jk, value_jk
         mx = s.amax(-1, keepdim=True)
         e = torch.exp(s - mx)
         sm = e.sum(-1, keepdim=True)
-        p = (e / sm).to(dtype).to(ct)                      # P rounded to the input dtype
-        out[:, :, i0:i1] = _pv(p, value_ij[:, :, i0:i1].to(ct), v_jk).to(dtype)
+        if dtype != ct:          # the unnormalised exp enters the value products rounded
+            e = e.to(dtype).to(ct)
+        out[:, :, i0:i1] = (_pv(e, value_ij[:, :, i0:i1].to(ct), v_jk) / sm).to(dtype)
         smax[:, :, i0:i1] = mx[..., 0]
         ssum[:, :, i0:i1] = sm[..., 0]
     expand = lambda x: x.unsqueeze(-1).expand(b, h, m, n, 8).contiguous()   # noqa: E731
