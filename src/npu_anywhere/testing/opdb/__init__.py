@@ -5,6 +5,9 @@ errors in eager and under FakeTensor, torch.compile(fullgraph=True).  One module
 (``testing/opdb/<family>.py``) adds its ops' entries with :func:`entry`; every module in this
 package is imported, so adding a family needs no edit here.
 
+Entries are keyed like :data:`npu_anywhere.library.REGISTRY`: the op's name, or
+``<name>.<overload>`` for a named overload (``npu_grouped_matmul.List``, ``npu_x.out``).
+
 Samples are small and built on demand (``make()`` returns fresh tensors each call, since some
 ops write into their inputs).
 """
