@@ -8,8 +8,8 @@ bias, groups scored by the sum of their two best experts, float32.  Contenders:
   ``topk`` of experts, gather, renormalise, scale.  Its ``topk`` makes no promise about ties;
   random float32 logits have none, so it matches the op here.
 * ``compiled``: ``torch.compile`` of ``naive``.
-* ``reference`` (stable sorts) and ``npu_anywhere`` (``torch.topk`` with a tie check, the
-  stable sort only when a tie could matter).
+* ``reference`` (eager; each stable ranking one ``torch.topk`` over tie-free int64 keys) and
+  ``npu_anywhere`` (the op's providers: the compiled one once the call is hot).
 
 Bytes moved: x and bias read once; y, expert_idx and the float32 norm written once.  No
 bfloat16 case: bfloat16 logits tie often and the op then ranks by expert id, a plain topk not.

@@ -32,9 +32,10 @@ from __future__ import annotations
 import torch
 
 from ... import checks, targets
+from ...kernels import compiled
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
-from ._routing import compute_dtype, expect_float
+from ._routing import compute_dtype, expect_float, stable_top_k
 
 OP = "npu_moe_gating_top_k"
 SCHEMA = ("npu_moe_gating_top_k(Tensor x, int k, *, Tensor? bias=None, Tensor? input_ids=None, "
@@ -156,23 +157,6 @@ def check_gating_top_k_backward(x_norm, grad_y, expertIdx, *, renorm=0, norm_typ
 
 # -- reference -------------------------------------------------------------------------------
 
-def _stable_top_k(values: torch.Tensor, k: int, fast: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """The k largest along -1, equal values ranked by index (a stable descending sort).
-
-    ``fast`` (eager only: it reads values) tries ``torch.topk``, which makes no promise about
-    ties, and keeps its answer only when no tie can have mattered: the k values distinct and
-    nothing outside them equal to the k-th.
-    """
-    if fast:
-        top, idx = torch.topk(values, k, dim=-1, sorted=True)
-        boundary_tie = (values >= top[..., -1:]).sum(dim=-1) > k
-        inner_tie = (top[..., 1:] == top[..., :-1]).any(dim=-1)
-        if not bool((boundary_tie | inner_tie).any()):
-            return top, idx
-    ordered, idx = torch.sort(values, dim=-1, descending=True, stable=True)
-    return ordered[..., :k], idx[..., :k]
-
-
 def _norm(x: torch.Tensor, norm_type: int) -> torch.Tensor:
     xf = x.to(compute_dtype(x.dtype))
     if norm_type == _SIGMOID:
@@ -194,7 +178,7 @@ def _sum_of_top2(grouped: torch.Tensor) -> torch.Tensor:
     return first + torch.where(is_first.sum(dim=-1) >= 2, first, rest)
 
 
-def _top_k_in_best_groups(score, k, k_group, group_count, group_select_mode, fast):
+def _top_k_in_best_groups(score, k, k_group, group_count, group_select_mode):
     """Expert ids of the k best scores inside the k_group best groups (int64, ``(rows, k)``)."""
     rows, experts = score.shape
     per_group = experts // group_count
@@ -203,26 +187,26 @@ def _top_k_in_best_groups(score, k, k_group, group_count, group_select_mode, fas
         group_score = grouped.amax(dim=-1)
     else:
         group_score = _sum_of_top2(grouped)
-    _, best = _stable_top_k(group_score, k_group, fast)
+    _, best = stable_top_k(group_score, k_group)
     # Rank only the kept groups' experts (half the work of masking the others with -inf on
     # DeepSeek-V3's 4 of 8).  Kept in ascending group order, their concatenation lists experts
     # by id, so its stable ranking breaks ties exactly as a ranking of all experts would.
     best = torch.sort(best, dim=-1).values
     kept = grouped.gather(1, best.unsqueeze(-1).expand(rows, k_group, per_group))
-    _, pos = _stable_top_k(kept.reshape(rows, k_group * per_group), k, fast)
+    _, pos = stable_top_k(kept.reshape(rows, k_group * per_group), k)
     return best.gather(1, pos // per_group) * per_group + pos % per_group
 
 
 def gating_top_k_reference(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group=1,
                            group_count=1, group_select_mode=0, renorm=0, norm_type=0,
-                           out_flag=False, routed_scaling_factor=1.0, eps=1e-20, fast=False):
+                           out_flag=False, routed_scaling_factor=1.0, eps=1e-20):
     norm = _norm(x, norm_type)
     score = norm if bias is None else norm + bias.to(norm.dtype)
     # One expert per group (mode 0) or every group kept: the group step changes nothing.
     if 1 < group_count < x.shape[1] and k_group < group_count:
-        idx = _top_k_in_best_groups(score, k, k_group, group_count, group_select_mode, fast)
+        idx = _top_k_in_best_groups(score, k, k_group, group_count, group_select_mode)
     else:
-        idx = _stable_top_k(score, k, fast)[1]
+        idx = stable_top_k(score, k)[1]
     y = norm.gather(1, idx)
     if norm_type == _SIGMOID:
         y = y / (y.sum(dim=-1, keepdim=True) + eps)
@@ -279,13 +263,15 @@ def _backward(ctx, grad_y, grad_idx, grad_norm):
 gating_top_k_op.set_autograd(setup_context=_setup_context, backward=_backward)
 
 
-# -- eager provider: torch.topk with a tie check (falls back to the stable sort on ties) -------
+def _gating_key(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group=1, group_count=1,
+                group_select_mode=0, renorm=0, norm_type=0, out_flag=False,
+                routed_scaling_factor=1.0, eps=1e-20):
+    return (x.dtype, x.shape[-1], k, None if bias is None else bias.dtype, k_group, group_count,
+            group_select_mode, norm_type, x.device.type)
 
-def _gating_top_k_topk(x, k, **kwargs):
-    return gating_top_k_reference(x, k, fast=True, **kwargs)
 
-
-gating_top_k_op.add_provider("topk", _gating_top_k_topk)
+# Fuses the norm, the bias and the group scores; the rankings stay ATen top-k calls.
+compiled.register(gating_top_k_op, key=_gating_key)
 
 
 def npu_moe_gating_top_k(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group=1,
