@@ -150,3 +150,24 @@ def test_strict_mode_rules():
     for product in ("950", "310P"):
         with strict(product), pytest.raises(RuntimeError, match="expected a product"):
             npu_anywhere.npu_fused_floyd_attention(*_inputs(BF16))
+
+
+def test_row_blocks_and_broadcast_masks(monkeypatch):
+    """One query row per block (a tiny score budget) and masks broadcast over H / over M."""
+    from npu_anywhere.ops.training_attention import floyd_attention
+    monkeypatch.setattr(floyd_attention, "SCORE_BUDGET", 1)
+    ins = _inputs(F16, 1, 2, 3, 4, 6, 32, seed=12)
+    g = torch.Generator().manual_seed(13)
+    for mask in (torch.rand(1, 2, 3, 1, 6, generator=g) < 0.4,        # per head
+                 torch.rand(1, 1, 1, 1, 6, generator=g) < 0.4):       # one row for every m
+        mask[..., 0] = False
+        smax, ssum, out = npu_anywhere.npu_fused_floyd_attention(*ins, atten_mask=mask,
+                                                                 scale_value=0.3)
+        mx, total, want = golden(*ins, mask, 0.3)
+        torch.testing.assert_close(out.double(), want, atol=3e-3, rtol=3e-3)
+        torch.testing.assert_close(ssum[..., 0].double(), total, atol=1e-4, rtol=1e-5)
+        dy = torch.randn(out.shape, generator=g).half()
+        got = npu_anywhere.npu_fused_floyd_attention_backward(dy, *ins, out, smax, ssum,
+                                                              atten_mask=mask, scale_value=0.3)
+        for g_, w in zip(got, _golden_grads(ins, mask, 0.3, dy)):
+            torch.testing.assert_close(g_.double(), w, atol=1e-2, rtol=1e-2)

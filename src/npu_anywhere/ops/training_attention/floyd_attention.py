@@ -96,12 +96,19 @@ def check_fused_floyd_attention(query_ik, key_ij, value_ij, key_jk, value_jk, *,
     if atten_mask is not None:
         checks.expect_dtype(atten_mask, MASK_DTYPES, op, "atten_mask")
         checks.expect(atten_mask.dim() == 5 and atten_mask.shape[0] == b
-                      and atten_mask.shape[1] in (1, h) and atten_mask.shape[2] == m
+                      and atten_mask.shape[1] in (1, h) and atten_mask.shape[2] in (1, m)
                       and atten_mask.shape[3] == 1 and atten_mask.shape[4] == k, op,
                       "atten_mask", lambda: f"shape [{b}, 1, {m}, 1, {k}]", _shape_of(atten_mask),
                       RuntimeError)
         checks.expect_same_device({"query_ik": query_ik, "atten_mask": atten_mask}, op)
     return b, h, m, n, k, d
+
+
+def _mask_rows(mask, i0: int, i1: int):
+    """Rows ``i0:i1`` of the mask's M axis (a mask broadcast over M serves every block)."""
+    if mask is None or mask.shape[2] == 1:
+        return mask
+    return mask[:, :, i0:i1]
 
 
 def _compute_dtype(dtype):
@@ -142,7 +149,7 @@ def fused_floyd_attention_reference(query_ik, key_ij, value_ij, key_jk, value_jk
     step = _step(h, m, n, k, b)
     for i0 in range(0, m, step):
         i1 = min(m, i0 + step)
-        mask = None if atten_mask is None else atten_mask[:, :, i0:i1]
+        mask = _mask_rows(atten_mask, i0, i1)
         s = _scores(query_ik[:, :, i0:i1].to(ct), key_ij[:, :, i0:i1].to(ct), k_jk, mask,
                     float(scale_value))
         mx = s.amax(-1, keepdim=True)
@@ -218,7 +225,7 @@ def fused_floyd_attention_backward_reference(grad_output, query_ik, key_ij, valu
     step = _step(h, m, n, k, b)
     for i0 in range(0, m, step):
         i1 = min(m, i0 + step)
-        mask = None if atten_mask is None else atten_mask[:, :, i0:i1]
+        mask = _mask_rows(atten_mask, i0, i1)
         q = query_ik[:, :, i0:i1].to(ct)
         kij, vij = key_ij[:, :, i0:i1].to(ct), value_ij[:, :, i0:i1].to(ct)
         do = grad_output[:, :, i0:i1].to(ct)
@@ -299,8 +306,8 @@ def npu_fused_floyd_attention(query_ik, key_ij, value_ij, key_jk, value_jk, *, a
     key_jk, value_jk : Tensor
         ``[B, H, K, N, D]``, query_ik's dtype.
     atten_mask : Tensor, optional
-        bool / uint8 ``[B, 1, M, 1, K]`` (``[B, H, M, 1, K]`` accepted); True (1) masks the
-        position out.
+        bool / uint8 ``[B, 1, M, 1, K]`` (H in place of the 1, or 1 in place of M, broadcast
+        too); True (1) masks the position out.
     scale_value : float
         The score scale, usually ``D ** -0.5``.
 
