@@ -25,13 +25,11 @@ import torch
 import torch.nn.functional as F
 
 from ..matmul import integer
-from ..matmul.integer import unpack_scale_word
+from ..matmul.integer import int_mm, unpack_scale_word
 from .grouping import Segment
 
 # The exact int8 GEMM, int4 unpacking and scale-word decoding are the matmul family's
-# (``ops/matmul/integer.py``); ``int8_matmul`` / ``unpack_scale_word`` stay importable here
-# for the gmm modules that use them.
-int8_matmul = integer.int_mm
+# (``ops/matmul/integer.py``).
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -144,7 +142,7 @@ def quant_groups(x2: torch.Tensor, segments: list[Segment], weight: Params, bias
         if seg.length == 0:
             continue
         rows = slice(seg.start, seg.start + seg.length)
-        acc = int8_matmul(x2[rows], weight[seg.expert])
+        acc = int_mm(x2[rows], weight[seg.expert])
         b = bias[seg.expert]
         if b is not None:
             acc = acc + b

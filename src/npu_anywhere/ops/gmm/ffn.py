@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from ... import checks, targets
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
+from ..matmul import integer
 from . import compute
 
 OP = "npu_ffn"
@@ -195,21 +196,21 @@ def _per_expert(t: torch.Tensor, e, n: int) -> torch.Tensor:
 
 def _deq(t: torch.Tensor) -> torch.Tensor:
     if t.dtype == torch.int64:
-        return compute.unpack_scale_word(t)[0]
+        return integer.unpack_scale_word(t)[0]
     return t.to(torch.float32)
 
 
 def _ffn_one(x2, w1, w2, activation, b1, b2, aq, quant, inner_precise, out_dtype):
     if quant is not None:
         scale, offset, d1, d2 = quant
-        acc = compute.int8_matmul(x2, w1)
+        acc = integer.int_mm(x2, w1)
         if b1 is not None:
             acc = acc + b1
         h = (acc.to(torch.float32) * _deq(d1)).to(out_dtype)
         a = _apply_activation(h.float(), activation).to(out_dtype)
         q = a.float() * scale.float() + offset.float()
         q = torch.round(q.to(out_dtype).float()).clamp(-128, 127)
-        acc2 = compute.int8_matmul(q.to(torch.int8), w2)
+        acc2 = integer.int_mm(q.to(torch.int8), w2)
         if b2 is not None:
             acc2 = acc2 + b2
         return (acc2.to(torch.float32) * _deq(d2)).to(out_dtype)

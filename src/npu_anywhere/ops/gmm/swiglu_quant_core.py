@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from ..quant import core as quant_core
-from .compute import int8_matmul
+from ..matmul.integer import int_mm
 from .grouping import Segment
 
 
@@ -31,7 +31,7 @@ def grouped_swiglu_quant(x: torch.Tensor, weight: torch.Tensor, weight_scale: to
         if seg.length == 0:
             continue
         rows = slice(seg.start, seg.start + seg.length)
-        acc = int8_matmul(x[rows], weight[seg.expert])          # exact int32
+        acc = int_mm(x[rows], weight[seg.expert])          # exact int32
         v = acc.to(torch.float32) * weight_scale[seg.expert].to(torch.float32)
         c[rows] = v * x_scale[rows].unsqueeze(-1)
     a, g = c.chunk(2, dim=-1)
