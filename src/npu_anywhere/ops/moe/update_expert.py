@@ -180,8 +180,9 @@ def npu_moe_update_expert(expert_ids, eplb_table, *, expert_scales=None, pruning
     Formula::
 
         e = expert_ids[i, j];  count = eplb_table[e, 0]
-        place = 0 if count == 1 else (local_rank_id // ceil(world_size / count)  if balance_mode == 0
-                                      else i % count)
+        place = 0                                          if count == 1
+                local_rank_id // ceil(world_size / count)  balance_mode 0
+                i % count                                  balance_mode 1
         balanced_expert_ids[i, j] = eplb_table[e, place + 1]
         total[i] = sum_j expert_scales[i, j]                   (float32, left to right)
         balanced_active_mask[i, j] = (expert_scales[i, j] >= pruning_threshold[j] * total[i])
