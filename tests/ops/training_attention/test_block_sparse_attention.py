@@ -265,6 +265,14 @@ def test_strict_mode_rules():
             npu_anywhere.npu_block_sparse_attention_backward(
                 out, a["query"], a["key"], a["value"], out, lse, a["block_sparse_mask"], None,
                 None, None, "BNSD", "BNSD", 2, 0.1)
+        q, k, v = _bnsd(1, 2, 2, 8, 130, 128, F16)
+        o, l = npu_anywhere.npu_block_sparse_attention(**_bad(query=q, key=k, value=v))
+        npu_anywhere.npu_block_sparse_attention_backward(
+            o, q, k, v, o, l, a["block_sparse_mask"], None, None, None, "BNSD", "BNSD", 2, 0.1)
+        with pytest.raises(ValueError, match=r"backward: expected block_shape blockShapeX"):
+            npu_anywhere.npu_block_sparse_attention_backward(
+                o, q, k, v, o, l, a["block_sparse_mask"], [8, 128], None,
+                None, "BNSD", "BNSD", 2, 0.1)
     for product in ("950", "310P"):
         with strict(product), pytest.raises(RuntimeError, match="expected a product"):
             npu_anywhere.npu_block_sparse_attention(**a)

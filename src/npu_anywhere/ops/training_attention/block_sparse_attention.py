@@ -98,8 +98,12 @@ def check_block_sparse_attention_backward(d_out, query, key, value, attention_ou
     p = parse(GRAD_OP, query, key, value, block_sparse_mask, shape, q_input_layout,
               kv_input_layout, num_key_value_heads, actual_seq_lengths, actual_seq_lengths_kv)
     if targets.current() is not None:
+        # seed 004 and the grad kernel's README (ops-transformer block_sparse_attention_grad)
         checks.expect(p.d == 128, GRAD_OP, "query", "a head dim D of 128 (the backward kernel)",
                       p.d, ValueError)
+        checks.expect(p.bx % 16 == 0, GRAD_OP, "block_shape",
+                      "blockShapeX (block_shape[0]) a multiple of 16 (the backward kernel)",
+                      p.bx, ValueError)
     for name, t in (("d_out", d_out), ("attention_out", attention_out)):
         checks.expect(t.shape == query.shape, GRAD_OP, name,
                       lambda: f"the shape of query {tuple(query.shape)}",
@@ -271,8 +275,10 @@ def npu_block_sparse_attention_backward(d_out, query, key, value, attention_out,
 
     GQA: each key / value head sums the gradients of the query heads it serves.
     ``block_shape`` None means ``[128, 128]``.  Float32 arithmetic, one rounding per output.
-    Strict mode: D = 128 (seed 004: the backward path supports headDim 128); default mode
-    accepts D in {64, 128}.
+    Strict mode: D = 128 (seed 004: the backward path supports headDim 128) and blockShapeX a
+    multiple of 16 (the grad kernel's README); default mode accepts D in {64, 128} and any
+    blockShapeX.  GQA is accepted as seed 004 documents it (the grad kernel's README still
+    lists MHA only for A2 / A3).
 
     Returns ``(d_query, d_key, d_value)`` in the shapes and dtypes of query, key and value.
     """
