@@ -189,3 +189,62 @@ def test_fake_compile_and_strict():
         _forward_call()()
     with pytest.raises(RuntimeError, match="requires_grad|no backward|do not require grad"):
         _forward_call(attention_score=torch.zeros(5, 2, 4, requires_grad=True))()
+
+
+# -- the graph-capture helpers -----------------------------------------------------------------
+
+@pytest.mark.parametrize("layout,qshape,kshape,vshape,out_shape,stats_shape", [
+    ("BSH", (2, 3, 16), (2, 5, 8), (2, 5, 12), (2, 3, 24), (2, 4, 3, 8)),    # D 4, Dv 6, GQA
+    ("SBH", (3, 2, 16), (5, 2, 8), (5, 2, 8), (3, 2, 16), (2, 4, 3, 8)),
+    ("BNSD", (2, 4, 3, 4), (2, 2, 5, 4), (2, 2, 5, 6), (2, 4, 3, 6), (2, 4, 3, 8)),
+    ("BSND", (2, 3, 4, 4), (2, 5, 2, 4), (2, 5, 2, 4), (2, 3, 4, 4), (2, 4, 3, 8)),
+    ("TND", (5, 4, 4), (7, 2, 4), (7, 2, 4), (5, 4, 4), (5, 4, 8)),
+])
+def test_infer_output_shapes(layout, qshape, kshape, vshape, out_shape, stats_shape):
+    """op-plugin's infer_fa_v3_*_shape: value's head size, [B, N, S, 8] / [T, N, 8] stats."""
+    q, k, v = torch.randn(qshape), torch.randn(kshape), torch.randn(vshape)
+    out, smax, ssum = NPU._npu_fusion_attention_v3_infer_output(q, k, v, 4, layout.lower())
+    assert out.shape == out_shape and out.dtype == q.dtype
+    assert smax.shape == ssum.shape == stats_shape and smax.dtype == torch.float32
+
+
+def test_graph_capture_flow_with_helpers_and_reserved_outputs():
+    """What ACL-graph code does: allocate with the helpers, softmax_out like softmax_max."""
+    q, k, v = _inputs(torch.float32)
+    kw = dict(atten_mask=TRIU, sparse_mode=3, scale=SCALE, **_lengths())
+    ws = NPU._npu_fusion_attention_v3_get_max_workspace(q, k, v, N, "TND", **kw)
+    assert ws.dim() == 1 and ws.dtype == torch.uint8
+    attention, smax, ssum = NPU._npu_fusion_attention_v3_infer_output(q, k, v, N, "TND")
+    seed, offset = torch.empty(1, dtype=torch.int64), torch.empty(1, dtype=torch.int64)
+    softmax_out = torch.empty_like(smax)
+    NPU.npu_fusion_attention_v3.out(q, k, v, N, "TND", **kw, workspace=ws,
+                                    attention_score=attention, softmax_max=smax,
+                                    softmax_sum=ssum, softmax_out=softmax_out, seed=seed,
+                                    offset=offset)
+    torch.testing.assert_close(attention.double(), _golden(q, k, v, 3), rtol=2e-5, atol=2e-5)
+    dy = _rand(*attention.shape, dtype=torch.float32, seed=9)
+    grads = NPU._npu_fusion_attention_grad_v3_infer_output(q, k, v)
+    assert [tuple(t.shape) for t in grads] == [(5, 2, 4), (7, 1, 4), (7, 1, 4), (0,), (0,)]
+    assert grads[4].dtype == torch.float32
+    gkw = dict(atten_mask=TRIU, sparse_mode=3, scale_value=SCALE, softmax_max=smax,
+               softmax_sum=ssum, attention_in=attention, seed=seed, offset=offset, **_lengths())
+    gws = NPU._npu_fusion_attention_grad_v3_get_max_workspace(q, k, v, dy, N, "TND", **gkw)
+    NPU.npu_fusion_attention_grad_v3.out(q, k, v, dy, N, "TND", **gkw, workspace=gws,
+                                         dq=grads[0], dk=grads[1], dv=grads[2],
+                                         dpse=torch.empty(3), dsink=grads[4])
+    want = NPU.npu_fusion_attention_grad_v3(q, k, v, dy, N, "TND", **gkw)
+    for got, w in zip(grads[:3], want[:3]):
+        torch.testing.assert_close(got, w, rtol=0, atol=0)
+
+
+def test_workspace_queries_take_tnd_with_lengths_only():
+    q, k, v = (_rand(1, 3, N * D, dtype=torch.float32, seed=s) for s in range(3))
+    with pytest.raises(ValueError, match="npu_fusion_attention_v3: expected input_layout 'TND'"):
+        NPU._npu_fusion_attention_v3_get_max_workspace(q, k, v, N, "BSH")
+    o = NPU.npu_fusion_attention_v3(q, k, v, N, "BSH")
+    with pytest.raises(ValueError, match="npu_fusion_attention_grad_v3: expected input_layout "
+                       "'TND' \\(a workspace"):
+        NPU._npu_fusion_attention_grad_v3_get_max_workspace(
+            q, k, v, q, N, "BSH", softmax_max=o[1], softmax_sum=o[2], attention_in=o[0])
+    with pytest.raises(ValueError, match="npu_fusion_attention_v3: expected input_layout one of"):
+        NPU._npu_fusion_attention_v3_infer_output(q, k, v, N, "NTD")
