@@ -36,12 +36,22 @@ INFER_SCHEMA = (f"{INFER_OP}(Tensor query, Tensor key, Tensor value, int head_nu
 GRAD_INFER_SCHEMA = (f"{GRAD_INFER_OP}(Tensor query, Tensor key, Tensor value, "
                      "Tensor? pse=None, Tensor? sink=None) -> (Tensor, Tensor, Tensor, Tensor, "
                      "Tensor)")
-# The functional ops' arguments, with op-plugin's int[] prefix.
-WORKSPACE_SCHEMA = (v3.SCHEMA.split(" -> ")[0].replace(v3.OP + "(", WORKSPACE_OP + "(")
-                    .replace("SymInt[]? prefix", "int[]? prefix") + " -> Tensor")
-GRAD_WORKSPACE_SCHEMA = (v3.GRAD_SCHEMA.split(" -> ")[0]
-                         .replace(v3.GRAD_OP + "(", GRAD_WORKSPACE_OP + "(")
-                         .replace("SymInt[]? prefix", "int[]? prefix") + " -> Tensor")
+WORKSPACE_SCHEMA = (
+    f"{WORKSPACE_OP}(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, "
+    "Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, float scale=1., "
+    "float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, "
+    "int inner_precise=0, int[]? prefix=None, Tensor? actual_seq_qlen=None, "
+    "Tensor? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, "
+    "bool sync=False, str softmax_layout=\"\", Tensor? sink=None) -> Tensor")
+GRAD_WORKSPACE_SCHEMA = (
+    f"{GRAD_WORKSPACE_OP}(Tensor query, Tensor key, Tensor value, Tensor dy, int head_num, "
+    "str input_layout, *, Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, "
+    "Tensor? softmax_max=None, Tensor? softmax_sum=None, Tensor? softmax_in=None, "
+    "Tensor? attention_in=None, float scale_value=1., float keep_prob=1., "
+    "int pre_tockens=2147483647, int next_tockens=2147483647, int inner_precise=0, "
+    "Tensor? seed=None, Tensor? offset=None, int[]? prefix=None, Tensor? actual_seq_qlen=None, "
+    "Tensor? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, "
+    "bool sync=False, str softmax_layout=\"\", Tensor? sink=None) -> Tensor")
 _LAYOUTS = ("BSH", "SBH", "BNSD", "BSND", "TND")
 _DIMS = {"BSH": 3, "SBH": 3, "BNSD": 4, "BSND": 4, "TND": 3}
 
