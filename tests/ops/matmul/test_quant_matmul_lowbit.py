@@ -30,7 +30,7 @@ F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 
 
-# -- decoders, written from the format definitions -----------------------------------------------
+# -- decoders, written from the format definitions -------------------------------------------------
 
 def fp8_value(code: int, fmt: str) -> float:
     ebits, mbits, bias = (4, 3, 7) if fmt == "e4m3fn" else (5, 2, 15)
@@ -96,8 +96,13 @@ def e8m0(codes: torch.Tensor) -> np.ndarray:
     return np.where(c == 255, np.nan, np.exp2(c.astype(np.float64) - 127))
 
 
-def dot32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """float32 of the correctly rounded sum of the exact products: a (..., m, k) @ (..., k, n)."""
+def dot32(a: np.ndarray, b: np.ndarray, *, exact_in_float64: bool = False) -> np.ndarray:
+    """float32 of the correctly rounded sum of the exact products: a (..., m, k) @ (..., k, n).
+
+    ``exact_in_float64``: the caller's data keep every partial sum exact in float64 (so any
+    summation order gives the exact sum), and a float64 matmul is used instead of fsum."""
+    if exact_in_float64:
+        return np.matmul(a, b).astype(np.float32)
     a, b = np.broadcast_arrays(a[..., :, :, None], b[..., None, :, :])
     flat_a = a.reshape(-1, a.shape[-2], a.shape[-1])
     flat_b = b.reshape(-1, b.shape[-2], b.shape[-1])
@@ -149,7 +154,7 @@ def rand_f32(shape, seed: int) -> torch.Tensor:
     return torch.rand(shape, generator=g) + 0.5
 
 
-# -- float8 / hifloat8, T-C / K-C --------------------------------------------------------------------
+# -- float8 / hifloat8, T-C / K-C ------------------------------------------------------------------
 
 @pytest.mark.parametrize("f1,f2", [("e4m3fn", "e4m3fn"), ("e5m2", "e4m3fn"), ("e5m2", "e5m2")])
 @pytest.mark.parametrize("out", [F16, BF16, F32])
@@ -224,7 +229,7 @@ def test_float8_layouts_batch_and_carriers():
     check_equal(got, want, BF16)
 
 
-# -- MX ----------------------------------------------------------------------------------------------
+# -- MX --------------------------------------------------------------------------------------------
 
 def mx_codes(shape, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
@@ -315,7 +320,48 @@ def test_mx_with_dynamic_mx_quant_round_trip():
     assert (got - x @ w.t()).abs().max() < 0.15 * (x @ w.t()).abs().max()
 
 
-# -- errors and products -----------------------------------------------------------------------------
+# -- G-B / B-B per-block float32 scales ------------------------------------------------------------
+
+def per_block_golden(d1: np.ndarray, d2: np.ndarray, s1: np.ndarray, s2: np.ndarray, gm: int):
+    """sum_j float32(group dot) * float32(s1[m // gm, j] * s2[j, n // 128]), float32 adds in
+    j order."""
+    m, k = d1.shape
+    n = d2.shape[1]
+    acc = np.zeros((m, n), np.float32)
+    for j in range(-(-k // 128)):
+        # <= 128 products of values with exponents in [-7, 7] and <= 4 significant bits:
+        # every partial sum is exact in float64
+        part = dot32(d1[:, j * 128:(j + 1) * 128], d2[j * 128:(j + 1) * 128],
+                     exact_in_float64=True)
+        r = s1[np.arange(m) // gm, j].astype(np.float32)[:, None]
+        c = s2[j, np.arange(n) // 128].astype(np.float32)[None, :]
+        acc = (acc + part * (r * c)).astype(np.float32)
+    return acc
+
+
+@pytest.mark.parametrize("mode", ["G-B", "B-B"])
+@pytest.mark.parametrize("fmt", ["e4m3fn", "hif8"])
+def test_per_block_scales(mode, fmt):
+    m, k, n = 130, 300, 140                  # partial last groups along m, k and n
+    gm = 1 if mode == "G-B" else 128
+    if fmt == "hif8":
+        c1, c2 = hif8_codes((m, k), 50), hif8_codes((k, n), 51)
+        kw = {"x1_dtype": HIF8, "x2_dtype": HIF8}
+        x1, x2 = c1, c2
+    else:
+        c1, c2 = fp8_codes((m, k), fmt, 50), fp8_codes((n, k), fmt, 51).t()
+        kw = {}
+        x1, x2 = as_fp8(c1, fmt), as_fp8(c2, fmt)
+    s1 = rand_f32((-(-m // gm), 3), 52)
+    s2 = rand_f32((3, 2), 53)
+    gs = [gm, 128, 128] if mode == "B-B" else None
+    got = na.npu_quant_matmul(x1, x2, s2, pertoken_scale=s1, output_dtype=F32,
+                              group_sizes=gs, **kw)
+    want = per_block_golden(decode(c1, fmt), decode(c2, fmt), s1.numpy(), s2.numpy(), gm)
+    check_equal(got, t32(want), F32)
+
+
+# -- errors and products ---------------------------------------------------------------------------
 
 def _fp8(*shape):
     return torch.zeros(shape).to(torch.float8_e4m3fn)
@@ -365,8 +411,22 @@ ERRORS = [
                                                          "output_dtype": BF16}),
      ValueError, "expected pertoken_scale the x1 e8m0 scale in the MX mode"),
     (lambda: ((_fp8(3, 256), _fp8(256, 4), torch.rand(2, 1)),
+              {"pertoken_scale": torch.rand(3, 3), "output_dtype": BF16}), ValueError,
+     "expected pertoken_scale (3, 2) (G-B) or (1, 2) (B-B)"),
+    (lambda: ((_fp8(3, 256), _fp8(256, 4), torch.rand(2, 2)),
+              {"pertoken_scale": torch.rand(3, 2), "output_dtype": BF16}), ValueError,
+     "expected scale (2, 1) (ceil(k / 128), ceil(n / 128))"),
+    (lambda: ((_fp8(3, 256), _fp8(256, 4), torch.rand(2, 1)),
               {"pertoken_scale": torch.rand(3, 2), "output_dtype": BF16,
-               "group_sizes": [1, 128, 128]}), NotImplementedError, "expected scale 1-D scales"),
+               "group_sizes": [128, 128, 128]}), ValueError, "expected group_sizes [1, 128, 128]"),
+    (lambda: ((_fp8(3, 256), _fp8(256, 4), torch.rand(2, 1)),
+              {"pertoken_scale": torch.rand(3, 2), "output_dtype": BF16,
+               "bias": torch.rand(4)}), ValueError, "expected bias None in the G-B / B-B"),
+    (lambda: ((_fp8(3, 256), _fp8(256, 4), torch.rand(2, 1)), {"output_dtype": BF16}),
+     ValueError, "expected pertoken_scale a 2-D (or batched) float32 x1 scale"),
+    (lambda: ((_fp8(3, 8), _fp8(8, 4), torch.rand(4)),
+              {"output_dtype": BF16, "group_sizes": [1, 1, 32]}), ValueError,
+     "expected group_sizes None with 1-D scales"),
     (lambda: ((_fp8(3, 8), _fp8(8, 4), torch.rand(4)),
               {"y_scale": torch.ones(1, 4, dtype=torch.int64), "output_dtype": BF16}),
      NotImplementedError, "expected y_scale None"),
@@ -405,3 +465,24 @@ def test_inputs_untouched_and_products():
         na.npu_quant_matmul(torch.ones(2, 8, dtype=torch.int8),
                             torch.ones(8, 4, dtype=torch.int8), torch.ones(4),
                             output_dtype=F16)
+
+
+def test_fake_tensors_with_torch_float8_inputs():
+    """The torch float8 dtypes (the op database carries float8 as uint8 codes, since opcheck
+    cannot compare float8 tensors on CPU) and the float4 packing under FakeTensor."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        x1 = mode.from_tensor(torch.empty(2, 5, 64, dtype=torch.float8_e4m3fn))
+        x2 = mode.from_tensor(torch.empty(7, 64, dtype=torch.float8_e5m2)).t()
+        y = torch.ops.npu.npu_quant_matmul(x1, x2, torch.ones(7), pertoken_scale=torch.ones(5),
+                                           output_dtype=BF16)
+        assert tuple(y.shape) == (2, 5, 7) and y.dtype == BF16
+        s1 = mode.from_tensor(torch.empty(2, 5, 1, 2, dtype=torch.float8_e8m0fnu))
+        s2 = mode.from_tensor(torch.empty(1, 7, 2, dtype=torch.float8_e8m0fnu))
+        y = torch.ops.npu.npu_quant_matmul(x1, x2, s2, pertoken_scale=s1, output_dtype=F32)
+        assert tuple(y.shape) == (2, 5, 7) and y.dtype == F32
+        p1 = mode.from_tensor(torch.empty(5, 32, dtype=torch.uint8))
+        p2 = mode.from_tensor(torch.empty(7, 32, dtype=torch.uint8)).t()
+        y = torch.ops.npu.npu_quant_matmul(p1, p2, s2[0].unsqueeze(0), pertoken_scale=s1[0],
+                                           x1_dtype=FP4, x2_dtype=FP4, output_dtype=F16)
+        assert tuple(y.shape) == (5, 7)

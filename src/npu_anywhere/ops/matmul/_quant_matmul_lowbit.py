@@ -10,6 +10,11 @@ arguments map onto it -- ``pertoken_scale`` is ``x1Scale``, ``scale`` is ``x2Sca
                                                    out = x1 @ x2 * scale * pertoken_scale + bias
     MX (e8m0 scales, group_sizes [1, 1, 32]):
         out[m, n] = sum_j (sum_{k in block j} x1[m, k] x2[k, n]) * x1s[m, j] * x2s[j, n] + bias[n]
+    G-B / B-B (float32 2-D scales, group_sizes [1, 128, 128] / [128, 128, 128]):
+        out[m, n] = sum_j (sum_{k in group j} x1[m, k] x2[k, n])
+                    * (x1s[m / gm, j] * x2s[j, n / 128])
+        with x1s (..., m, ceil(k / 128)) (G-B) or (..., ceil(m / 128), ceil(k / 128)) (B-B) and
+        x2s (..., ceil(k / 128), ceil(n / 128)); float32 terms added for j = 0, 1, ... in order
 
 Element formats: ``torch.float8_e4m3fn`` / ``torch.float8_e5m2`` tensors (or int8 / uint8
 carriers with ``x1_dtype`` / ``x2_dtype`` 292 / 291), hifloat8 (uint8 / int8 codes with
@@ -81,8 +86,9 @@ def operand_format(t: torch.Tensor, declared, name: str) -> str | None:
     fmt = _FORMAT_CODES[code]
     ok = t.dtype in _CARRIERS or (fmt in _FLOAT8.values() and _FLOAT8.get(t.dtype) == fmt) or \
         (fmt == "float4_e2m1" and _TORCH_FP4 is not None and t.dtype == _TORCH_FP4)
-    checks.expect(ok, OP, name, lambda: f"an int8 / uint8 tensor carrying {fmt} codes "
-                  f"(or the matching torch dtype) with {name}_dtype {quant_core.describe_code(declared)}",
+    checks.expect(ok, OP, name, lambda: f"an int8 / uint8 tensor carrying {fmt} codes (or the "
+                  f"matching torch dtype) with {name}_dtype "
+                  f"{quant_core.describe_code(declared)}",
                   lambda: f"dtype {t.dtype}", TypeError)
     return fmt
 
@@ -236,28 +242,14 @@ def check_lowbit(x1, x2, scale, *, offset, pertoken_scale, bias, output_dtype, x
         checks.expect(f1 != "float4_e2m1", OP, "scale",
                       "e8m0 MX scales (scale_dtype torch_npu.float8_e8m0fnu) for float4 inputs",
                       lambda: f"dtype {scale.dtype}", ValueError)
-        checks.expect(scale.dim() == 1 and (pertoken_scale is None or pertoken_scale.dim() == 1),
-                      OP, "scale", "1-D scales (per-block float32 scales with group_sizes, the "
-                      "G-B / B-B modes, are not implemented)",
-                      lambda: f"shape {tuple(scale.shape)}", NotImplementedError)
-        checks.expect(not group_sizes, OP, "group_sizes",
-                      "None outside the MX mode (G-B / B-B are not implemented)",
-                      lambda: list(group_sizes), NotImplementedError)
         checks.expect(scale_dtype is None and pertoken_scale_dtype is None, OP, "scale_dtype",
                       "None for float32 / int64 scales", lambda: quant_core.describe_code(
                           scale_dtype if scale_dtype is not None else pertoken_scale_dtype),
                       ValueError)
-        if pertoken_scale is None:
-            checks.expect_dtype(scale, (torch.float32, torch.int64), OP, "scale")
+        if scale.dim() >= 2 or (pertoken_scale is not None and pertoken_scale.dim() >= 2):
+            _check_per_block(x1, x2, scale, pertoken_scale, bias, group_sizes, m, k, n)
         else:
-            checks.expect_dtype(scale, (torch.float32,), OP, "scale")
-            checks.expect_dtype(pertoken_scale, (torch.float32,), OP, "pertoken_scale")
-            checks.expect(pertoken_scale.shape[0] in (1, m), OP, "pertoken_scale",
-                          lambda: f"a 1-D tensor of size 1 or {m}",
-                          lambda: f"shape {tuple(pertoken_scale.shape)}", ValueError)
-        checks.expect(scale.shape[0] in (1, n), OP, "scale",
-                      lambda: f"a 1-D tensor of size 1 or {n}",
-                      lambda: f"shape {tuple(scale.shape)}", ValueError)
+            _check_per_channel(scale, pertoken_scale, group_sizes, m, n)
     named = {"x1": x1, "x2": x2, "scale": scale}
     for name, t in (("pertoken_scale", pertoken_scale), ("bias", bias)):
         if t is not None:
@@ -267,11 +259,78 @@ def check_lowbit(x1, x2, scale, *, offset, pertoken_scale, bias, output_dtype, x
     del out
 
 
+GROUP = 128
+
+
+def block_group_m(pertoken_scale: torch.Tensor, m: int) -> int:
+    """groupSizeM from x1's scale: 1 (G-B, one row per scale) or 128 (B-B)."""
+    return 1 if pertoken_scale.shape[-2] == m else GROUP
+
+
+def _check_per_block(x1, x2, scale, pertoken_scale, bias, group_sizes, m, k, n) -> None:
+    """G-B / B-B: float32 (.., m or ceil(m / 128), ceil(k / 128)) and (.., ceil(k / 128),
+    ceil(n / 128)) scales."""
+    checks.expect(pertoken_scale is not None and pertoken_scale.dim() >= 2, OP,
+                  "pertoken_scale", "a 2-D (or batched) float32 x1 scale with a 2-D scale "
+                  "(the G-B / B-B per-block modes)", lambda: "None" if pertoken_scale is None
+                  else f"shape {tuple(pertoken_scale.shape)}", ValueError)
+    checks.expect_dtype(scale, (torch.float32,), OP, "scale")
+    checks.expect_dtype(pertoken_scale, (torch.float32,), OP, "pertoken_scale")
+    kb, nb, mb = -(-k // GROUP), -(-n // GROUP), -(-m // GROUP)
+    s1 = (*pertoken_scale.shape[:-2], m, kb), (*pertoken_scale.shape[:-2], mb, kb)
+    checks.expect(tuple(pertoken_scale.shape) in s1 and
+                  pertoken_scale.shape[:-2] in (x1.shape[:-2], ()), OP, "pertoken_scale",
+                  lambda: f"({m}, {kb}) (G-B) or ({mb}, {kb}) (B-B), with x1's batch dims or "
+                  "none", lambda: f"shape {tuple(pertoken_scale.shape)}", ValueError)
+    checks.expect(tuple(scale.shape[-2:]) == (kb, nb) and scale.dim() >= 2 and
+                  scale.shape[:-2] in (x2.shape[:-2], ()), OP, "scale",
+                  lambda: f"({kb}, {nb}) (ceil(k / 128), ceil(n / 128)), with x2's batch dims "
+                  "or none", lambda: f"shape {tuple(scale.shape)}", ValueError)
+    _check_group_sizes(group_sizes, (block_group_m(pertoken_scale, m), GROUP, GROUP))
+    checks.expect(bias is None, OP, "bias",
+                  "None in the G-B / B-B modes for float8 / hifloat8 inputs", "a tensor",
+                  ValueError)
+
+
+def _check_per_channel(scale, pertoken_scale, group_sizes, m, n) -> None:
+    """T-C / T-T / K-C / K-T: 1-D scales."""
+    checks.expect(not group_sizes, OP, "group_sizes",
+                  "None with 1-D scales (it selects the MX / G-B / B-B modes)",
+                  lambda: list(group_sizes), ValueError)
+    if pertoken_scale is None:
+        checks.expect_dtype(scale, (torch.float32, torch.int64), OP, "scale")
+    else:
+        checks.expect_dtype(scale, (torch.float32,), OP, "scale")
+        checks.expect_dtype(pertoken_scale, (torch.float32,), OP, "pertoken_scale")
+        checks.expect(pertoken_scale.shape[0] in (1, m), OP, "pertoken_scale",
+                      lambda: f"a 1-D tensor of size 1 or {m}",
+                      lambda: f"shape {tuple(pertoken_scale.shape)}", ValueError)
+    checks.expect(scale.shape[0] in (1, n), OP, "scale", lambda: f"a 1-D tensor of size 1 or {n}",
+                  lambda: f"shape {tuple(scale.shape)}", ValueError)
+
+
 # -- reference -----------------------------------------------------------------------------------
 
 def _expand_k(values: torch.Tensor, k: int, dim: int) -> torch.Tensor:
     """Repeat per-block scales 32 times along ``dim`` and cut to k."""
     return values.repeat_interleave(MX_BLOCK, dim=dim).narrow(dim, 0, k)
+
+
+def _per_block(a: torch.Tensor, b: torch.Tensor, s2: torch.Tensor,
+               s1: torch.Tensor) -> torch.Tensor:
+    """G-B / B-B: per k-group j, the float32 (exactly rounded) group dot product times
+    float32 ``x1s * x2s``, the terms added in float32 for j = 0, 1, ..."""
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    gm = block_group_m(s1, m)
+    rows = s1.repeat_interleave(gm, dim=-2).narrow(-2, 0, m)          # (.., m, kb)
+    cols = s2.repeat_interleave(GROUP, dim=-1).narrow(-1, 0, n)       # (.., kb, n)
+    acc = None
+    for j in range(-(-k // GROUP)):
+        lo, size = j * GROUP, min(GROUP, k - j * GROUP)
+        part = torch.matmul(a.narrow(-1, lo, size), b.narrow(-2, lo, size)).to(torch.float32)
+        term = part * (rows[..., j:j + 1] * cols[..., j:j + 1, :])
+        acc = term if acc is None else acc + term
+    return acc
 
 
 def lowbit_reference(x1, x2, scale, *, pertoken_scale, bias, output_dtype, x1_dtype,
@@ -291,6 +350,8 @@ def lowbit_reference(x1, x2, scale, *, pertoken_scale, bias, output_dtype, x1_dt
         if bias is not None:
             acc = acc + bias
         return acc.to(out)
+    if scale.dim() >= 2:
+        return _per_block(a, b, scale, pertoken_scale).to(out)
     acc = torch.matmul(a, b).to(torch.float32)
     if pertoken_scale is None:
         # static T-C / T-T: an int64 word, or op-plugin packs the float32 scale first

@@ -297,8 +297,9 @@ FLOAT4_E1M2 = MXFormat("float4_e1m2", 0, 2, 0, 1.75, torch.uint8)
 """float4_e1m2: sign, one exponent bit (bias 1), two mantissa bits, no inf / NaN.  Its values
 0, 0.25, 0.5, ..., 1.75 are a uniform grid (the subnormals ``m / 4`` and the normals
 ``1 + m / 4``), largest 1.75 (torch_npu's ``DTYPE_MAX`` for it, op-plugin
-``test/test_custom_ops/test_npu_dequant_swiglu_quant.py`` ``MAX_VALUE_WITH_FLOAT4E1M2``).  Of the MX ops only npu_dynamic_mx_quant documents it (emax 0,
-scale_alg 0 only, aclnnDynamicMxQuantV3), so it is kept out of :data:`FORMATS`."""
+``test/test_custom_ops/test_npu_dequant_swiglu_quant.py`` ``MAX_VALUE_WITH_FLOAT4E1M2``).  Of
+the MX ops only npu_dynamic_mx_quant documents it (emax 0, scale_alg 0 only,
+aclnnDynamicMxQuantV3), so it is kept out of :data:`FORMATS`."""
 
 FLOAT4_FORMATS: dict[str, MXFormat] = {"float4_e2m1": FORMATS["float4_e2m1"],
                                        "float4_e1m2": FLOAT4_E1M2}
