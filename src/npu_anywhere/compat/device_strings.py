@@ -19,6 +19,7 @@ PrivateUse1 backend, which Dynamo's override tables look up.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import torch
@@ -211,6 +212,36 @@ def _device_context_torch_function(original):
 library.TRANSPARENT_FUNCTION_MODES.add(NpuDeviceMode)
 
 _mode: NpuDeviceMode | None = None
+_thread_bootstrap = None   # threading.Thread._bootstrap_inner before install wrapped it
+
+
+def _enter_mode_in_new_threads() -> None:
+    """Make threads started after install see npu devices too.
+
+    Torch function modes are per thread, and a script's worker threads (thread pools,
+    per-rank threads of a distributed test) call ``.npu()`` and ``device="npu"`` like its main
+    thread.  Every thread ``threading`` starts runs ``Thread._bootstrap_inner``: the wrapper
+    enters a mode of its own for the thread's lifetime while the shim is installed.
+    """
+    global _thread_bootstrap
+    if _thread_bootstrap is not None:
+        return
+    original = _thread_bootstrap = threading.Thread._bootstrap_inner
+
+    def bootstrap_inner(thread):
+        if _mode is None:
+            return original(thread)
+        with NpuDeviceMode():
+            return original(thread)
+
+    threading.Thread._bootstrap_inner = bootstrap_inner
+
+
+def _leave_new_threads_alone() -> None:
+    global _thread_bootstrap
+    if _thread_bootstrap is not None:
+        threading.Thread._bootstrap_inner = _thread_bootstrap
+        _thread_bootstrap = None
 
 
 def enable() -> None:
@@ -232,6 +263,7 @@ def enable() -> None:
     if _mode is None:
         _mode = NpuDeviceMode()
         _mode.__enter__()
+    _enter_mode_in_new_threads()
 
 
 def disable() -> None:
@@ -239,6 +271,7 @@ def disable() -> None:
     if _mode is not None:
         _mode.__exit__(None, None, None)
         _mode = None
+    _leave_new_threads_alone()
     for owner, name, value in ((torch.Tensor, "npu", tensor_npu), (torch.Tensor, "is_npu", is_npu),
                                (torch.nn.Module, "npu", module_npu)):
         if owner.__dict__.get(name) is value:

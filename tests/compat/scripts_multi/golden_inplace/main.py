@@ -137,6 +137,26 @@ scaler.step(opt)  # unscales to 2, then steps
 scaler.update()
 assert torch.equal(w.detach(), torch.zeros(2))
 
+# -- worker threads see npu devices too (per-rank threads, thread pools) --------------------------
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+
+def on_worker(seed):
+    t = torch.full((3,), float(seed)).npu()
+    z = torch.zeros(2, device="npu:0")
+    return t.is_npu, t.to("npu").is_npu, z.is_npu, float(torch_npu.npu_rms_norm(t, torch.ones(3))[0][0])
+
+
+with ThreadPoolExecutor(2) as pool:
+    answers = list(pool.map(on_worker, (1, 2)))
+assert all(a[:3] == (True, True, True) for a in answers), answers
+box = []
+worker = threading.Thread(target=lambda: box.append(on_worker(3)))
+worker.start()
+worker.join()
+assert box and box[0][:3] == (True, True, True), box
+
 # -- feature detection of unimplemented ops ---------------------------------------------------
 from npu_anywhere.compat.unimplemented import documented_ops
 
