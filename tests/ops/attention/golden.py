@@ -13,9 +13,14 @@ import torch
 INF = 2147483647
 
 
-def attend(q, k, v, scale, allowed, pse=None):
+def attend(q, k, v, scale, allowed, pse=None, *, base=None, rule="zero", fill=0.0):
     """One batch.  q [N, Sq, D], k [Nkv, Skv, D], v [Nkv, Skv, Dv], allowed bool [N or 1, Sq, Skv]
-    -> out [N, Sq, Dv] float64 (0 on rows that see nothing), lse [N, Sq] (-inf there)."""
+    -> out [N, Sq, Dv] float64 (0 on rows that see nothing), lse [N, Sq] (-inf there).
+
+    ``base`` (like ``allowed``, but without the user mask) marks the rows the mask alone
+    empties; the NPU gives them (``rule``): "uniform" -- every masked score is the finite
+    ``fill``, so the softmax is flat: the mean of v over the base keys, lse fill + log(count);
+    "invalid" -- the row-invalid correction: 0 and lse +inf; "zero" -- 0 and -inf."""
     n, sq, _ = q.shape
     nkv = k.shape[0]
     g = n // nkv
@@ -27,6 +32,13 @@ def attend(q, k, v, scale, allowed, pse=None):
         for i in range(sq):
             cols = ok[i].nonzero().flatten()
             if len(cols) == 0:
+                left = [] if base is None else \
+                    base[h if base.shape[0] > 1 else 0][i].nonzero().flatten()
+                if len(left) and rule == "uniform":
+                    out[h, i] = vh[left].mean(0)
+                    lse[h, i] = fill + math.log(len(left))
+                elif len(left) and rule == "invalid":
+                    lse[h, i] = math.inf
                 continue
             s = (q[h, i].double() @ kh[cols].T) * scale
             if pse is not None:

@@ -159,7 +159,10 @@ def test_sparse_modes_with_unequal_lengths(mode, pre, nxt):
     for i in range(b):
         allowed = prompt_allowed(sq, skv, q_lens[i], kv_lens[i], mode, pre, nxt,
                                  user if mode in (0, 1) else None)
-        go, gl = attend(q[i], k[i], v[i], 1.0, allowed[None])
+        # Rows the user mask alone empties take the row-invalid correction (inner_precise 2).
+        base = prompt_allowed(sq, skv, q_lens[i], kv_lens[i], mode, pre, nxt,
+                              torch.zeros_like(user) if mode in (0, 1) else None)
+        go, gl = attend(q[i], k[i], v[i], 1.0, allowed[None], base=base[None], rule="invalid")
         check(out[i], go)
         rows = q_lens[i]
         lse_close(lse[i, :, :rows, 0], gl[:, :rows])
@@ -172,14 +175,59 @@ def test_mode0_without_mask_ignores_tokens():
     check(out[0], go)
 
 
-def test_fully_masked_row_gives_zero_and_lse_floor():
-    q, k = rnd(1, 2, 3, 8), rnd(1, 2, 4, 8, seed=1)
-    mask = torch.zeros(3, 4, dtype=torch.bool)
+FP32_LOWEST = -3.4028234663852886e38
+
+
+@pytest.mark.parametrize("inner_precise,dtype", [(0, torch.float32), (1, torch.float16),
+                                                 (1, torch.bfloat16), (2, torch.float16),
+                                                 (3, torch.bfloat16)])
+def test_row_masked_entirely_by_atten_mask(inner_precise, dtype):
+    """Prompt branch: the kernel writes a finite lowest value over masked scores, so a row the
+    mask hides entirely is a flat softmax -- the mean of the values of its keys -- unless the
+    row-invalid correction (inner_precise 2 / 3) zeroes it (lse +inf there)."""
+    b, n, nkv, sq, skv, d = 2, 4, 2, 3, 5, 8
+    q, k, v = rnd(b, n, sq, d, dtype=dtype), rnd(b, nkv, skv, d, dtype=dtype, seed=1), \
+        rnd(b, nkv, skv, d, dtype=dtype, seed=2)
+    kv_lens = [5, 3]
+    mask = torch.zeros(b, 1, sq, skv, dtype=torch.bool)
+    mask[0, 0, 1] = True                        # batch 0 row 1: every key masked
+    mask[1, 0, 2, :3] = True                    # batch 1 row 2: the 3 keys of its length
+    mask[1, 0, 0, 1] = True                     # an ordinary partly masked row
+    out, lse = FIA(q, k, v, num_heads=n, num_key_value_heads=nkv, input_layout="BNSD",
+                   atten_mask=mask, actual_seq_lengths_kv=kv_lens, softmax_lse_flag=True,
+                   inner_precise=inner_precise)
+    rule = "invalid" if inner_precise >= 2 else "uniform"
+    fill = -65504.0 if (inner_precise == 1 and dtype == torch.float16) else FP32_LOWEST
+    for i in range(b):
+        base = prompt_allowed(sq, skv, sq, kv_lens[i], 0, mask=torch.zeros(sq, skv))
+        allowed = prompt_allowed(sq, skv, sq, kv_lens[i], 0, mask=mask[i, 0])
+        go, gl = attend(q[i], k[i], v[i], 1.0, allowed[None], base=base[None], rule=rule,
+                        fill=fill)
+        check(out[i], go, dtype)
+        torch.testing.assert_close(lse[i, ..., 0].double(), gl, atol=1e-2, rtol=1e-5)
+    if rule == "uniform":                       # the mean of the values of batch 0's 5 keys
+        want = v[0].double().mean(1).repeat_interleave(n // nkv, 0)
+        torch.testing.assert_close(out[0, :, 1].double(), want, atol=ATOL[dtype], rtol=0)
+    else:
+        assert torch.equal(out[0, :, 1], torch.zeros(n, d, dtype=dtype))
+        assert torch.all(lse[0, :, 1] == math.inf)
+
+
+def test_decode_row_masked_entirely_is_the_mean_of_its_values():
+    """Decode (IFA kernel): masked scores become -1e12 and there is no row-invalid correction,
+    so a fully masked token attends uniformly to its KV_S keys."""
+    b, n, skv, d = 2, 2, 4, 8
+    q, k, v = rnd(b, n, 1, d), rnd(b, n, skv, d, seed=1), rnd(b, n, skv, d, seed=2)
+    mask = torch.zeros(b, skv, dtype=torch.bool)
     mask[1] = True
-    out, lse = FIA(q, k, k, num_heads=2, input_layout="BNSD", atten_mask=mask,
-                   softmax_lse_flag=True, inner_precise=2)
-    assert torch.equal(out[0, :, 1], torch.zeros(2, 8))
-    assert torch.all(lse[0, :, 1] == -3.4e38)
+    out, lse = FIA(q, k, v, num_heads=n, input_layout="BNSD", atten_mask=mask,
+                   actual_seq_lengths_kv=[4, 3], softmax_lse_flag=True)
+    base = decode_allowed(skv, 3)[None]
+    go, gl = attend(q[1], k[1], v[1], 1.0, decode_allowed(skv, 3, mask[1])[None], base=base,
+                    rule="uniform", fill=-1e12)
+    check(out[1], go)
+    torch.testing.assert_close(out[1, :, 0].double(), v[1, :, :3].double().mean(1))
+    torch.testing.assert_close(lse[1, :, :, 0].double(), gl, atol=0, rtol=1e-6)
 
 
 @pytest.mark.parametrize("layout", ["BSH", "BSND", "BNSD"])

@@ -17,9 +17,10 @@ pse and window bands go to the tiled online-softmax engine (:mod:`.online`), whi
 a full score matrix.  On CUDA ``F.scaled_dot_product_attention`` has no lse output, so the same
 split runs through the online engine there (device-agnostic torch code).
 
-Numerics: inputs are upcast to float32 (float64 stays float64) before the kernel; bf16 / fp16
-matmuls on CPUs without those instructions are 15-100x slower and would round the
-probabilities.  Fully masked rows return out 0 and lse ``-inf`` (the flash kernel returns 0/0).
+Numerics: only float32 / float64 queries take the flash path (inputs as they are): the NPU
+rounds the probabilities of float16 / bfloat16 queries to that dtype before ``P @ V``, which
+the float32 kernel cannot do, and the kernel run in bf16 / fp16 is 15-100x slower on CPUs
+without those instructions; those queries take the tiled engine, which rounds them.  Fully masked rows return out 0 and lse ``-inf`` (the flash kernel returns 0/0).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Optional
 
 import torch
 
-from ...ops.attention.problem import UNBOUNDED, AttentionProblem
+from ...ops.attention.problem import UNBOUNDED, AttentionProblem, probs_dtype
 from . import online
 
 _FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
@@ -64,6 +65,10 @@ def flash_supports(problem: AttentionProblem) -> Optional[str]:
         return "a band other than none / causal"
     if problem.query.shape[-1] != problem.head_dim_v:
         return "value head dim differs from query head dim"
+    if probs_dtype(problem) is not None:
+        # Run in float32 it cannot round the probabilities as the NPU does; run in the input
+        # dtype it would, but bf16/fp16 matmuls without native instructions are 15-100x slower.
+        return "float16 / bfloat16 queries round the probabilities before P @ V"
     return None
 
 

@@ -13,7 +13,9 @@ and each row keeps the running maximum ``m``, the running sum ``l`` and the unno
     out   = acc / l                                    (0 where l == 0)
     lse   = m + log(l)                                 (-inf where l == 0)
 
-All arithmetic is float32 (float64 for float64 queries).  GQA needs no copy of K/V: the
+All arithmetic is float32 (float64 for float64 queries), except that the probabilities of a
+float16 / bfloat16 query are rounded to that dtype before their matmul with ``v`` (after the
+row sum), as the NPU's kernels do (``problem.probs_dtype``).  GQA needs no copy of K/V: the
 ``g = Nq / Nkv`` query heads sharing a KV head are stacked as ``g * rows`` rows of one matmul.
 Chunks that the lengths and the band leave entirely invisible are skipped, so a causal prefill
 does about half the work, and chunks that are entirely visible are not masked at all.
@@ -25,7 +27,7 @@ from typing import Callable, Optional
 
 import torch
 
-from ...ops.attention.problem import UNBOUNDED, AttentionProblem
+from ...ops.attention.problem import UNBOUNDED, AttentionProblem, probs_dtype, round_probs
 
 Reader = Callable[[int, int, int, int], tuple[torch.Tensor, torch.Tensor]]
 """``reader(b0, b1, j0, j1) -> (key, value)``: keys ``j0:j1`` of batches ``b0:b1`` as
@@ -133,6 +135,7 @@ def attend(problem: AttentionProblem, reader: Reader, b0: int, b1: int, *,
         per_row = nb * n_q * chunk * torch.finfo(dtype).bits // 8
         q_block = max(1, min(rows, SCORE_BUDGET_BYTES // max(per_row, 1)))
     band = _Band(problem, b0, b1)
+    rounding = probs_dtype(problem)
     query = problem.query[b0:b1]
     device = query.device
     for i0 in range(0, rows, q_block):
@@ -167,7 +170,8 @@ def attend(problem: AttentionProblem, reader: Reader, b0: int, b1: int, *,
             s.sub_(m_safe.unsqueeze(-1)).exp_()
             alpha = torch.exp(m - m_safe)
             l.mul_(alpha).add_(s.sum(-1))
-            pv = torch.matmul(s.view(nb, n_kv, g * r, j1 - j0), v)
+            p = round_probs(s, rounding)                 # the NPU's cast before P @ V
+            pv = torch.matmul(p.view(nb, n_kv, g * r, j1 - j0), v)
             acc.mul_(alpha.unsqueeze(-1)).add_(pv.view(nb, n_kv, g, r, dv))
             m = m_new
         empty = l == 0

@@ -26,7 +26,7 @@ from typing import Optional
 import torch
 
 from ..compiled import CompiledProvider
-from ...ops.attention.problem import AttentionProblem
+from ...ops.attention.problem import AttentionProblem, probs_dtype
 from . import online
 
 CHUNK_BYTES = 16 * 2**20
@@ -106,13 +106,16 @@ def _reader(problem: AttentionProblem, dtype: torch.dtype):
     return read
 
 
-def decode_core(q, key_cache, value_cache, table, kv_lens, scale: float):
+def decode_core(q, key_cache, value_cache, table, kv_lens, scale: float,
+                round_to: Optional[torch.dtype] = None):
     """One-token decode over a paged cache, written for Inductor to fuse.
 
     ``q`` ``[B, Nkv, g, D]`` float32, caches ``[num_blocks, bs, Nkv, D]``, ``table`` ``[B, P]``
     int64 (in range), ``kv_lens`` ``[B]`` int64.  The gather ``cache[table]`` is indexed inside
     the fused loops, so the compiled code reads each cache row once, in place, and never writes
     a copy; scores are ``[B, P * bs, Nkv, g]`` (4 bytes per cached token and query head).
+    ``round_to``: the dtype the probabilities are rounded to before ``P @ V``
+    (``problem.probs_dtype``; the sum is taken before).
     """
     b, p = table.shape
     bs, h, d = key_cache.shape[1:]
@@ -126,6 +129,8 @@ def decode_core(q, key_cache, value_cache, table, kv_lens, scale: float):
     m_safe = torch.where(m == float("-inf"), torch.zeros_like(m), m)
     e = torch.exp(s - m_safe.unsqueeze(1))
     l = e.sum(1)
+    if round_to is not None:                                       # the NPU's cast before P @ V
+        e = e.to(round_to).to(q.dtype)
     v = value_cache[table].view(b, t, h, 1, value_cache.shape[3]).to(q.dtype)
     o = (e.unsqueeze(-1) * v).sum(1)                               # [B, Nkv, g, Dv]
     out = o / torch.where(l == 0, torch.ones_like(l), l).unsqueeze(-1)
@@ -133,14 +138,15 @@ def decode_core(q, key_cache, value_cache, table, kv_lens, scale: float):
     return out, lse
 
 
-def _decode_key(q, key_cache, value_cache, table, kv_lens, scale):
+def _decode_key(q, key_cache, value_cache, table, kv_lens, scale, round_to=None):
     # Heads, group, head dims and block size are fixed by the model; batch, table width and
     # cache size change while serving and turn dynamic after their first change.
     return (tuple(q.shape[1:]), tuple(key_cache.shape[1:]), tuple(value_cache.shape[1:]),
-            key_cache.dtype, q.dtype, q.device.type)
+            key_cache.dtype, q.dtype, q.device.type, round_to)
 
 
-def _decode_compiled_only(q, key_cache, value_cache, table, kv_lens, scale: float):
+def _decode_compiled_only(q, key_cache, value_cache, table, kv_lens, scale: float,
+                          round_to: Optional[torch.dtype] = None):
     """:func:`decode_core` when traced by torch.compile; None when run eagerly.
 
     Run eagerly, ``decode_core`` would materialize the gathered cache and a product four times
@@ -149,7 +155,7 @@ def _decode_compiled_only(q, key_cache, value_cache, table, kv_lens, scale: floa
     """
     if not torch.compiler.is_dynamo_compiling():    # per thread, unlike is_compiling()
         return None
-    return decode_core(q, key_cache, value_cache, table, kv_lens, scale)
+    return decode_core(q, key_cache, value_cache, table, kv_lens, scale, round_to)
 
 
 _compiled_decode = CompiledProvider(_decode_compiled_only, _decode_key,
@@ -172,7 +178,8 @@ def _decode_args(problem: AttentionProblem):
     q = problem.query.to(dtype).reshape(b, n_kv, n_q // n_kv, d)
     table = problem.block_table.long().clamp(0, problem.key_cache.shape[0] - 1)
     kv_lens = torch.tensor(problem.kv_lens, device=q.device)
-    return (q, problem.key_cache, problem.value_cache, table, kv_lens, float(problem.scale))
+    return (q, problem.key_cache, problem.value_cache, table, kv_lens, float(problem.scale),
+            probs_dtype(problem))
 
 
 def _try_compiled_decode(problem: AttentionProblem):

@@ -8,13 +8,15 @@ visibility rule of ``problem.py`` and the softmax in one pass::
     s   = scale * q @ k^T + pse           (invisible entries -> -inf)
     m   = max_j s                         (rows with nothing visible: m = 0 so exp stays finite)
     p   = exp(s - m);   l = sum_j p
-    out = (p @ v) / l                     (0 where l == 0)
+    out = (round(p) @ v) / l              (0 where l == 0; round: problem.probs_dtype)
     lse = m + log(l)                      (-inf where l == 0)
 
 A learnable sink (``problem.sink``) adds ``exp(sink - m)`` to ``l`` (and joins the max).
 
 :func:`solve` tries the fast kernels of ``npu_anywhere.kernels.attention`` first (when that package
-exists and its ``supports`` accepts the problem) and falls back to the reference.
+exists and its ``supports`` accepts the problem) and falls back to the reference; then
+:func:`apply_masked_rows` gives the rows that only the mask empties what the NPU writes there
+(``problem.masked_rows``), whichever solver ran.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from typing import Callable, Optional
 
 import torch
 
-from .problem import AttentionProblem, dense_kv, visible
+from .problem import AttentionProblem, dense_kv, probs_dtype, round_probs, visible
+
+MASKED_ROWS = ("zero", "uniform", "invalid")
 
 
 def _compute_dtype(problem: AttentionProblem) -> torch.dtype:
@@ -58,7 +62,8 @@ def reference_attention(problem: AttentionProblem) -> tuple[torch.Tensor, Option
     l = p.sum(dim=-1, keepdim=True)
     if sink is not None:
         l = l + torch.exp(sink - m)
-    pv = torch.matmul(p.reshape(b, n_kv, g * s_q, -1), v).reshape(b, n_q, s_q, -1)
+    p_mm = round_probs(p, probs_dtype(problem))     # the NPU's cast before P @ V
+    pv = torch.matmul(p_mm.reshape(b, n_kv, g * s_q, -1), v).reshape(b, n_q, s_q, -1)
     out = pv / torch.where(l > 0, l, torch.ones_like(l))
     lse = None
     if problem.return_lse:
@@ -90,20 +95,59 @@ def _fast_kernels() -> list[tuple[str, Solver, Callable[[AttentionProblem], Opti
 _KERNELS: Optional[list] = None
 
 
+def apply_masked_rows(problem: AttentionProblem, out: torch.Tensor, lse: Optional[torch.Tensor]
+                      ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """Rows that ``mask`` alone empties (keys left by lengths and band, all of them masked).
+
+    Solvers treat masked keys as absent (out 0, lse -inf there).  ``"uniform"``: the NPU gave
+    each masked key the finite score ``mask_fill``, so such a row is the plain mean of the
+    values of those keys and its lse ``mask_fill + log(count)``; ``"invalid"``: out 0 and lse
+    ``+inf`` (the prompt kernel's ``AdjustSoftMaxRes(lse, max, min, 3e+99)``).  A learnable sink
+    needs nothing: its logit dominates ``mask_fill``, which leaves out 0 and lse = sink either
+    way.  Every other row is untouched.
+    """
+    if problem.mask is None or problem.masked_rows == "zero" or problem.sink is not None:
+        return out, lse
+    base = visible(problem, out.device, use_mask=False)             # lengths and band
+    hidden = problem.mask.to(device=out.device, dtype=torch.bool)
+    count = base.sum(-1)
+    rows = (count > 0) & ~(base & ~hidden).any(-1)                 # [B, 1 or Nq, Sq]
+    if not bool(rows.any()):
+        return out, lse
+    if problem.masked_rows == "invalid":
+        if lse is not None:
+            lse = lse.masked_fill(rows.expand(lse.shape), float("inf"))
+        return out, lse
+    _, value = dense_kv(problem)
+    v = value.to(out.dtype).repeat_interleave(problem.group, dim=1)  # [B, Nq, Skv, Dv]
+    base = base.expand(*rows.shape, base.shape[-1])
+    weights = base.to(out.dtype) / count.clamp(min=1).unsqueeze(-1).to(out.dtype)
+    mean = torch.matmul(weights, v)                                  # [B, Nq, Sq, Dv]
+    out = torch.where(rows.unsqueeze(-1), mean, out)
+    if lse is not None:
+        fill = torch.tensor(problem.mask_fill, dtype=torch.float32, device=out.device)
+        value_lse = (fill + torch.log(count.to(torch.float32))).to(lse.dtype)
+        lse = torch.where(rows, value_lse.expand(rows.shape), lse)
+    return out, lse
+
+
 def solve(problem: AttentionProblem, *, use_fast: bool = True
           ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-    """Solve with the first fast kernel that accepts the problem, else the reference.
+    """Solve with the first fast kernel that accepts the problem, else the reference, then
+    :func:`apply_masked_rows`.
 
     ``use_fast=False`` (the ``reference`` provider, fake tensors) always runs the reference.
     """
     global _KERNELS
+    if problem.masked_rows not in MASKED_ROWS:
+        raise ValueError(f"masked_rows must be one of {MASKED_ROWS}, got {problem.masked_rows!r}")
     if use_fast and problem.sink is None:
         if _KERNELS is None:
             _KERNELS = _fast_kernels()
         for _name, fn, supports in _KERNELS:
             if supports(problem) is None:
-                return fn(problem)
-    return reference_attention(problem)
+                return apply_masked_rows(problem, *fn(problem))
+    return apply_masked_rows(problem, *reference_attention(problem))
 
 
 def fast_kernels_available() -> bool:

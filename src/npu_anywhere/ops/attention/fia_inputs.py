@@ -28,24 +28,52 @@ COMPRESSED = 2048          # side of the compressed causal mask of sparse modes 
 MASK_DTYPES = (torch.bool, torch.int8, torch.uint8)
 
 
+def known(values: Optional[Sequence]) -> Optional[list[int]]:
+    """``values`` as python ints, or None when one of them is not known yet.
+
+    Lengths given as a tensor reach the op, under ``torch.compile``, as unbacked SymInts (the
+    tensor's ``tolist()``): their values exist only when the compiled graph runs, where the
+    eager kernel checks them.  Checking a traced call (the fake kernel) therefore skips the
+    value checks and uses the most permissive stand-in lengths; shapes never depend on them.
+    """
+    if values is None:
+        return None
+    out = []
+    for v in values:
+        if isinstance(v, torch.SymInt) and not v.node.has_hint():
+            return None
+        out.append(int(v))
+    return out
+
+
 def per_batch(op: str, name: str, values: Optional[Sequence[int]], batch: int,
               default: int) -> list[int]:
-    """Lengths given for every batch: None -> ``default``, one value broadcasts, >= B cut to B."""
+    """Lengths given for every batch: None -> ``default``, one value broadcasts, >= B cut to B.
+
+    Lengths not known yet (see :func:`known`) are checked for their count only and stand in as
+    ``default``."""
     if values is None:
         return [default] * batch
-    values = [int(v) for v in values]
     checks.expect(len(values) == 1 or len(values) >= batch, op, name,
                   lambda: f"1 or at least B ({batch}) values", len(values), ValueError)
-    values = values * batch if len(values) == 1 else values[:batch]
+    concrete = known(values)
+    if concrete is None:
+        return [default] * batch
+    values = concrete * batch if len(concrete) == 1 else concrete[:batch]
     checks.expect(all(v >= 0 for v in values), op, name, "non-negative lengths", values, ValueError)
     return values
 
 
 def cumulative(op: str, name: str, values: Optional[Sequence[int]], total: int) -> list[int]:
-    """Cumulative ends of a packed layout: required, non-decreasing, the last <= T."""
+    """Cumulative ends of a packed layout: required, non-decreasing, the last <= T.
+
+    Ends not known yet (see :func:`known`) stand in as all zeros (every batch empty), which
+    no length-dependent shape check can reject."""
     checks.expect(values is not None and len(values) > 0, op, name,
                   "cumulative lengths (required for TND / NTD)", values, ValueError)
-    ends = [int(v) for v in values]
+    ends = known(values)
+    if ends is None:
+        return [0] * len(values)
     ok = all(a <= b for a, b in zip([0] + ends[:-1], ends))
     checks.expect(ok, op, name, "non-negative, non-decreasing cumulative lengths", ends, ValueError)
     checks.expect(ends[-1] <= total, op, name, lambda: f"a last value <= T ({total})", ends[-1],

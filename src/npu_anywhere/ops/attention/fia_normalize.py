@@ -374,7 +374,43 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
         key_cache=key_cache if paged else None, value_cache=value_cache if paged else None,
         block_table=bt if paged else None, block_size=block_size if paged else 0,
         pse=pse, return_lse=plan.lse_flag, out_dtype=out_dtype, sink=p.get("_sink"), **band)
+    problem.masked_rows, problem.mask_fill = masked_rows_rule(decode, p["inner_precise"],
+                                                              query.dtype)
     return problem, plan
+
+
+FP32_LOWEST = -3.4028234663852886e38
+FP16_LOWEST = -65504.0
+DECODE_MASK_FILL = -1e12
+
+
+def masked_rows_rule(decode: bool, inner_precise: int, query_dtype: torch.dtype
+                     ) -> tuple[str, float]:
+    """``(masked_rows, mask_fill)`` of the problem: what a row that only atten_mask empties
+    yields on the NPU (see ``problem.py``).
+
+    The kernels overwrite the scores of masked keys with a finite value instead of dropping
+    them (ops-transformer ``SelectWithBytesMask``), so such a row is a uniform softmax over its
+    keys -- the mean of their values -- unless the row-invalid correction (inner_precise bit 1,
+    2 / 3) zeroes it:
+
+    - decode (``incre_flash_attention_split_Bbn2s2_Us2.h``, ``BOOL_ATTEN_MASK_SCALAR_VALUE``):
+      -1e12, float32 softmax; the branch has no row-invalid correction (inner_precise 0 / 1);
+    - prompt (``prompt_flash_attention_s1s2_bns1_x910_base.h``, ``ElewiseCompute``): the float32
+      lowest, or the float16 lowest -65504 when a float16 query runs in high performance
+      (bit 0 set; bfloat16 always computes in float32); with bit 1 set, ``AdjustSoftMaxRes``
+      writes 0 to the probabilities of rows whose max is that lowest value, and 3e+99 (+inf in
+      float32) to their lse.
+
+    Rows that the lengths or the band leave empty are not affected (out 0, lse -3.40e38).
+    """
+    if decode:
+        return "uniform", DECODE_MASK_FILL
+    if inner_precise & 2:
+        return "invalid", 0.0
+    if inner_precise & 1 and query_dtype == torch.float16:
+        return "uniform", FP16_LOWEST
+    return "uniform", FP32_LOWEST
 
 
 def _prefix_capacity(op, p, q_layout, kv_heads) -> int:

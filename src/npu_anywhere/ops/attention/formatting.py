@@ -7,7 +7,8 @@
   (per (N, D) element);
 - softmax_lse: float32 ``[B, N, Sq, 1]`` (``[T, N, 1]`` packed); a row with nothing visible
   holds ``-3.40e38``, the value the incremental kernel writes for an empty KV
-  (ops-transformer ``incre_flash_attention`` ``InitAllZeroOutput``).  Without
+  (ops-transformer ``incre_flash_attention`` ``InitAllZeroOutput``); rows that the mask alone
+  empties arrive here already resolved (``core.apply_masked_rows``: finite, or +inf).  Without
   ``softmax_lse_flag`` the lse is the empty float32 placeholder op-plugin allocates
   (``{0}``, ``FusedInferAttentionScoreKernelNpuOpApi.cpp``; the page says a [1] zero tensor).
 """

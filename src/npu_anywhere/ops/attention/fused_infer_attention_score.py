@@ -198,7 +198,8 @@ infer_output_op.forbid_autograd("an output-shape query has no gradient")
 # -- Python functions --------------------------------------------------------------------------
 
 def _lengths(value):
-    """Lengths given as a tensor become a list (data-dependent: a graph break under compile)."""
+    """Lengths given as a tensor become a list of ints; under torch.compile ``tolist()`` traces
+    into unbacked SymInts, which the ``SymInt[]`` schema takes and the op reads when it runs."""
     if isinstance(value, torch.Tensor):
         return [int(v) for v in value.reshape(-1).tolist()]
     return value
@@ -240,7 +241,8 @@ class _FusedInferAttentionScore:
             parameters: ``k = (k_int + offset) * scale``.
         actual_seq_lengths, actual_seq_lengths_kv : list of int or Tensor
             Valid lengths per batch (one value broadcasts); cumulative ends for TND / NTD (the KV
-            lengths stay per batch with a block table).  Tensors are read on the host.
+            lengths stay per batch with a block table).  Tensors are read on the host (under
+            ``torch.compile(fullgraph=True)`` inside the graph: no break).
         atten_mask : bool / int8 / uint8 Tensor, True (1) = masked.  (Q_S, KV_S), (B, KV_S)
             decode, (1, Q_S, KV_S), (B, 1, Q_S, KV_S), (1, 1, Q_S, KV_S); the compressed
             (2048, 2048) mask for sparse_mode 2/3/4.
@@ -262,9 +264,12 @@ class _FusedInferAttentionScore:
         -----
         Computed in float32 and rounded once; the NPU's matmul units take the softmax
         probabilities in the input dtype (fp16/bf16) for ``P @ V``, so its low-precision
-        results differ from ours by about that rounding.  A query row that sees no key returns 0
-        (the NPU's row-invalid correction, inner_precise 2/3; with 0/1 the NPU's value there is
-        unspecified) and lse -3.40e38.  Not reproduced (NotImplementedError): int8 queries /
+        results differ from ours by about that rounding.  A query row that the lengths or the band leave
+        without keys returns 0 and lse -3.40e38.  A row that ``atten_mask`` alone hides
+        entirely follows the kernels, which score masked keys with a finite lowest value:
+        with inner_precise 0 / 1 (and always on the decode branch) it is the mean of the values
+        of its keys, lse ``lowest + log(count)`` (lowest: float32's, -65504 for float16 in high
+        performance, -1e12 on decode); with 2 / 3 (row-invalid correction) 0 and lse +inf.  Not reproduced (NotImplementedError): int8 queries /
         full quantization, sparse_mode 9.  No backward (inference only).
         """
         kwargs = _normalize_kwargs(kwargs)

@@ -29,11 +29,26 @@ Visibility rule.  Query row ``i`` of batch ``b`` may attend key ``j`` iff all of
 Score and output (float32)::
 
     s[b,h,i,j] = scale * q[b,h,i,:] . k[b,h//g,j,:] + pse[b,h,i,j]      g = Nq // Nkv
-    out[b,h,i] = softmax_j(s over visible j) @ v[b,h//g]                  0 if no j is visible
-    lse[b,h,i] = max_j s + log(sum_j exp(s - max))                        -inf if no j is visible
+    p[b,h,i,j] = exp(s - max_j s)                                          (visible j only)
+    out[b,h,i] = (round(p) @ v[b,h//g]) / sum_j p                         0 if no j is visible
+    lse[b,h,i] = max_j s + log(sum_j p)                                   -inf if no j is visible
+
+``round`` is the NPU's cast of the unnormalized probabilities to the query dtype before the
+second matmul when the query is float16 / bfloat16 (:func:`probs_dtype`; identity otherwise):
+the sum is taken before the cast, the matmul accumulates in float32.
 
 Solvers return ``-inf`` (the log of an empty sum) for a fully masked row; the op turns it into
 what the NPU writes there (``-3.40e38``, see ``formatting.py``).
+
+Rows that only ``mask`` empties.  The NPU does not drop masked keys: it overwrites their scores
+with a finite value (a select), so a row whose every key left by the lengths and the band is
+masked is not empty for the kernel.  ``masked_rows`` says what such a row yields (after any
+solver, ``core.solve``):
+
+- ``"zero"``: out 0, lse ``-inf`` (the formula's reading; what every other empty row yields);
+- ``"uniform"``: every such key scores ``mask_fill``, so the softmax is uniform: out is the mean
+  of ``v`` over the keys the lengths and band leave, lse ``mask_fill + log(count)``;
+- ``"invalid"``: the row-invalid correction of the prompt kernel: out 0, lse ``+inf``.
 Rows ``i >= q_lens[b]`` are not computed: solvers return 0 in out and may return anything in lse,
 since the op never formats them out (TND drops them, the padded layouts zero them).
 
@@ -81,6 +96,7 @@ class AttentionProblem:
         ``m = max(max_j s_j, sink)``; the lse includes it.  Fast kernels that do not handle it
         must decline (``solve`` only offers them problems without a sink).
     out_dtype : the dtype the op will round ``out`` to (informative: solvers return float32).
+    masked_rows, mask_fill : what a row that only ``mask`` empties yields (module docstring).
     """
 
     query: torch.Tensor
@@ -101,6 +117,8 @@ class AttentionProblem:
     return_lse: bool = False
     sink: Optional[torch.Tensor] = None
     out_dtype: Optional[torch.dtype] = None
+    masked_rows: str = "zero"
+    mask_fill: float = 0.0
 
     def __post_init__(self) -> None:
         if self.diag_offset is None:
@@ -153,6 +171,26 @@ class AttentionProblem:
         return self.pre_tokens < UNBOUNDED or self.next_tokens < UNBOUNDED
 
 
+def probs_dtype(problem: AttentionProblem) -> Optional[torch.dtype]:
+    """The dtype the probabilities are rounded to before ``P @ V``, or None (no rounding).
+
+    The kernels cast ``exp(s - max)`` (float32) to the input dtype for the second matmul,
+    after the row sum (ops-transformer ``prompt_flash_attention_s1s2_bns1_x910.h``
+    ``SoftmaxResCopyOut``: ``Cast(..., CAST_ROUND)`` to ``T``; ``incre_flash_attention_split_
+    Bbn2s2_Us2.h``: ``Cast(tmpMMResCastTensor, mmResUb, CAST_ROUND)`` to ``KV_T``).  The
+    kernels take ``max`` over the key tiles seen so far and rescale earlier tiles in float32,
+    which changes a product only in its last bit; ties round away from zero there and to
+    even here, which exp values practically never meet.
+    """
+    dtype = problem.query.dtype
+    return dtype if dtype in (torch.float16, torch.bfloat16) else None
+
+
+def round_probs(p: torch.Tensor, dtype: Optional[torch.dtype]) -> torch.Tensor:
+    """``p`` rounded to ``dtype`` and back (``p`` itself when ``dtype`` is None)."""
+    return p if dtype is None else p.to(dtype).to(p.dtype)
+
+
 def gather_paged(cache: torch.Tensor, block_table: torch.Tensor, block_size: int) -> torch.Tensor:
     """Dense ``[B, Nkv, max_blocks*block_size, D]`` view-copy of a paged cache.
 
@@ -175,10 +213,12 @@ def dense_kv(problem: AttentionProblem) -> tuple[torch.Tensor, torch.Tensor]:
             gather_paged(problem.value_cache, problem.block_table, problem.block_size))
 
 
-def visible(problem: AttentionProblem, device: Optional[torch.device] = None) -> torch.Tensor:
+def visible(problem: AttentionProblem, device: Optional[torch.device] = None, *,
+            use_mask: bool = True) -> torch.Tensor:
     """Boolean ``[B, 1 or Nq, Sq, kv_capacity]``: True where query row i may attend key j.
 
-    Combines the lengths, the band and ``mask`` exactly as the module docstring states.
+    Combines the lengths, the band and (unless ``use_mask`` is False) ``mask`` exactly as the
+    module docstring states.
     """
     device = problem.query.device if device is None else device
     sq, skv = problem.q_capacity, problem.kv_capacity
@@ -191,6 +231,6 @@ def visible(problem: AttentionProblem, device: Optional[torch.device] = None) ->
         offset = torch.tensor(problem.diag_offset, device=device).view(-1, 1, 1, 1)
         rel = j - (i + offset)
         ok = ok & (rel >= -problem.pre_tokens) & (rel <= problem.next_tokens)
-    if problem.mask is not None:
+    if use_mask and problem.mask is not None:
         ok = ok & ~problem.mask.to(device=device, dtype=torch.bool)
     return ok

@@ -8,7 +8,7 @@ Same semantics as ``npu_fused_infer_attention_score`` on its prompt branch -- la
 BNSD, BNSD_BSND, TND; actual lengths; atten_mask and sparse_mode 0-4; GQA; int8 output with
 quant_scale2 -- with two differences of the page: ``next_tokens`` defaults to 0, and a Q_S of 1
 stays on the prompt branch (sparse_mode and the tokens still apply).  Returns attention_out only.
-Schema from op-plugin ``op_plugin_functions.yaml``.
+Schema from op-plugin ``op_plugin_functions.yaml`` (the length lists as ``SymInt[]?``).
 """
 
 from __future__ import annotations
@@ -21,14 +21,16 @@ from ...targets import Product
 from . import fused_infer_attention_score as fia
 
 OP = "npu_prompt_flash_attention"
+# op-plugin declares the two length lists ``int[]?``; ``SymInt[]?`` takes the same python ints
+# and also the lengths of a tensor traced by torch.compile (unbacked SymInts), like FIA's schema.
 SCHEMA = (
     "npu_prompt_flash_attention(Tensor query, Tensor key, Tensor value, *, "
     "Tensor? padding_mask=None, Tensor? atten_mask=None, Tensor? pse_shift=None, "
-    "int[]? actual_seq_lengths=None, Tensor? deq_scale1=None, Tensor? quant_scale1=None, "
+    "SymInt[]? actual_seq_lengths=None, Tensor? deq_scale1=None, Tensor? quant_scale1=None, "
     "Tensor? deq_scale2=None, Tensor? quant_scale2=None, Tensor? quant_offset2=None, "
     "int num_heads=1, float scale_value=1.0, int pre_tokens=2147483647, int next_tokens=0, "
-    "str input_layout=\"BSH\", int num_key_value_heads=0, int[]? actual_seq_lengths_kv=None, "
-    "int sparse_mode=0) -> Tensor")
+    "str input_layout=\"BSH\", int num_key_value_heads=0, "
+    "SymInt[]? actual_seq_lengths_kv=None, int sparse_mode=0) -> Tensor")
 LAYOUTS = ("BSH", "BSND", "BNSD", "BNSD_BSND", "TND")
 # Products the page lists.
 _PRODUCTS = frozenset({Product.A2, Product.A3, Product.ATLAS_INFERENCE})
@@ -90,7 +92,7 @@ def npu_prompt_flash_attention(query, key, value, **kwargs):
     Parameters are those of the page (``padding_mask`` is reserved and ignored); the semantics
     are ``npu_fused_infer_attention_score``'s prompt branch (see its docstring), with
     ``next_tokens`` defaulting to 0.  ``actual_seq_lengths(_kv)`` may be tensors (read on the
-    host).  Full int8 inputs (``deq_scale1`` ...) raise NotImplementedError.
+    host; traced without a graph break under torch.compile).  Full int8 inputs (``deq_scale1`` ...) raise NotImplementedError.
 
     Returns
     -------

@@ -31,12 +31,15 @@ print(out.shape)  # torch.Size([1, 8, 164, 128])
 
 # --- added by npu_anywhere tests: check the numbers ---
 # True (1) = masked on the NPU, so this tril mask hides the diagonal and everything below it:
-# row i sees keys j > i only, and the last row sees nothing (it returns 0).
+# row i sees keys j > i only, and the last row sees nothing.  With inner_precise 0 (the
+# default: no row-invalid correction) the kernel scores masked keys with the float32 lowest
+# value instead of dropping them, so that last row is a flat softmax: the mean of all values.
 visible = ~torch.tril(torch.ones(Q_S, KV_S, dtype=torch.bool))
 s = torch.einsum("bnqd,bnkd->bnqk", q.double(), k.double()) * scale
 s = s.masked_fill(~visible, float("-inf"))
-p = torch.nan_to_num(torch.softmax(s, -1), nan=0.0)
+s[:, :, -1] = 0.0                                # the fully masked row: equal scores
+p = torch.softmax(s, -1)
 expected = p @ v.double()
 torch.testing.assert_close(out.double(), expected, rtol=2e-3, atol=2e-3)
-assert torch.equal(out[0, :, -1], torch.zeros(Q_N, D, dtype=out.dtype))
+torch.testing.assert_close(out[0, :, -1].double(), v[0].double().mean(1), rtol=2e-3, atol=2e-3)
 print("EXAMPLE OK")
