@@ -305,6 +305,25 @@ def test_mx_float4(k, x2_transposed):
     check_equal(got, t32(dot32(a, bmat)), F16)
 
 
+@pytest.mark.parametrize("out", [BF16, F16])
+def test_mx_float8_x_float4_pseudo_quant(out):
+    """float8_e4m3fn activations with a float4 weight (the W4A8 MXFP pattern): group_sizes
+    [0, 0, 32], bias (1, n) in the output dtype, added in float32."""
+    m, k, n = 4, 96, 5
+    kb = -(-k // 64)
+    g = torch.Generator().manual_seed(34)
+    c1 = fp8_codes((m, k), "e4m3fn", 35)
+    cw = torch.randint(0, 16, (n, k), generator=g, dtype=torch.uint8)
+    s1, sw = mx_codes((m, kb, 2), 36), mx_codes((n, kb, 2), 37)
+    bias = (rand_f32((1, n), 38) - 1).to(out)
+    got = na.npu_quant_matmul(as_fp8(c1, "e4m3fn"), pack_rows(cw).t(), sw.transpose(0, 1),
+                              pertoken_scale=s1, bias=bias, x2_dtype=FP4, scale_dtype=E8M0,
+                              pertoken_scale_dtype=E8M0, output_dtype=out, group_sizes=[0, 0, 32])
+    a = decode(c1, "e4m3fn") * block_scale_rows(s1, k)
+    bt = decode(cw, "e2m1") * block_scale_rows(sw, k)
+    check_equal(got, t32(dot32(a, bt.T)) + bias.float(), out)
+
+
 def test_mx_with_dynamic_mx_quant_round_trip():
     """npu_dynamic_mx_quant's (y, mxscale) feed the MX matmul directly (the MindSpeed pattern);
     the result is the matmul of the dequantized operands."""
@@ -427,6 +446,14 @@ ERRORS = [
     (lambda: ((_fp8(3, 8), _fp8(8, 4), torch.rand(4)),
               {"output_dtype": BF16, "group_sizes": [1, 1, 32]}), ValueError,
      "expected group_sizes None with 1-D scales"),
+    (lambda: ((_fp8(3, 64), _u8(4, 32).t(), _u8(1, 4, 2)),
+              {"pertoken_scale": _u8(3, 1, 2), "x2_dtype": FP4, "scale_dtype": E8M0,
+               "pertoken_scale_dtype": E8M0, "output_dtype": BF16, "bias": torch.rand(4)}),
+     TypeError, "expected bias dtype torch.bfloat16 (the output's) for float8 x float4"),
+    (lambda: ((_fp8(3, 64), _u8(64, 2), _u8(1, 4, 2)),
+              {"pertoken_scale": _u8(3, 1, 2), "x2_dtype": FP4, "scale_dtype": E8M0,
+               "pertoken_scale_dtype": E8M0, "output_dtype": BF16}), ValueError,
+     "expected x2 the transpose of a contiguous (n, k / 2) weight"),
     (lambda: ((_fp8(3, 8), _fp8(8, 4), torch.rand(4)),
               {"y_scale": torch.ones(1, 4, dtype=torch.int64), "output_dtype": BF16}),
      NotImplementedError, "expected y_scale None"),
@@ -486,3 +513,7 @@ def test_fake_tensors_with_torch_float8_inputs():
         y = torch.ops.npu.npu_quant_matmul(p1, p2, s2[0].unsqueeze(0), pertoken_scale=s1[0],
                                            x1_dtype=FP4, x2_dtype=FP4, output_dtype=F16)
         assert tuple(y.shape) == (5, 7)
+        y = torch.ops.npu.npu_quant_matmul(x1[0], p2, s2[0].unsqueeze(0),
+                                           pertoken_scale=s1[0], x2_dtype=FP4,
+                                           output_dtype=BF16, group_sizes=[0, 0, 32])
+        assert tuple(y.shape) == (5, 7) and y.dtype == BF16

@@ -20,7 +20,8 @@ Element formats: ``torch.float8_e4m3fn`` / ``torch.float8_e5m2`` tensors (or int
 carriers with ``x1_dtype`` / ``x2_dtype`` 292 / 291), hifloat8 (uint8 / int8 codes with
 ``x*_dtype=torch_npu.hifloat8``, 290, decoded by :mod:`..quant.hifloat8`), float4_e2m1 (two
 codes per byte along the tensor's contiguous dim, ``x*_dtype=torch_npu.float4_e2m1fn_x2``,
-296; MX only).  MX scales are e8m0 codes (uint8 / int8 / ``torch.float8_e8m0fnu`` tensors;
+296; MX only, with a float4 x1 or, as MX pseudo-quant, a float8_e4m3fn x1 and a bias in the
+output dtype).  MX scales are e8m0 codes (uint8 / int8 / ``torch.float8_e8m0fnu`` tensors;
 ``scale_dtype`` / ``pertoken_scale_dtype`` 293 or ``torch.float8_e8m0fnu``) in the layout
 npu_dynamic_mx_quant writes: ``pertoken_scale (..., m, ceil(k / 64), 2)`` and ``scale
 (..., ceil(k / 64), n, 2)`` (the transpose of a weight's ``(n, ceil(k / 64), 2)`` scale), block
@@ -202,10 +203,12 @@ def check_lowbit(x1, x2, scale, *, offset, pertoken_scale, bias, output_dtype, x
                   lambda: f"a float8 / hifloat8 / float4 operand like x1 ({f1})",
                   lambda: f"dtype {x2.dtype}", TypeError)
     fp8 = ("float8_e4m3fn", "float8_e5m2")
-    same_family = (f1 in fp8 and f2 in fp8) or f1 == f2
+    pseudo = f1 == "float8_e4m3fn" and f2 == "float4_e2m1"      # MX pseudo-quant (A8W4)
+    same_family = (f1 in fp8 and f2 in fp8) or f1 == f2 or pseudo
     checks.expect(same_family, OP, "x2",
                   lambda: f"a format matching x1's {f1} (float8 e4m3fn / e5m2 mix; hifloat8 "
-                  "and float4 pair with themselves)", f2, TypeError)
+                  "and float4 pair with themselves; float8_e4m3fn x1 with float4 x2)", f2,
+                  TypeError)
     out = output_dtype_of(output_dtype)
     for name, t in (("x1", x1), ("x2", x2)):
         checks.expect(2 <= t.dim() <= 6, OP, name, "a tensor with 2 to 6 dims",
@@ -225,7 +228,9 @@ def check_lowbit(x1, x2, scale, *, offset, pertoken_scale, bias, output_dtype, x
     checks.expect(y_scale is None, OP, "y_scale",
                   "None (the T-CG float8 x float4 mode is not implemented)", "a tensor",
                   NotImplementedError)
-    if bias is not None:
+    if pseudo:
+        _check_pseudo(x1, x2, bias, out, k)
+    elif bias is not None:
         _check_bias(bias, n, batch)
     if is_e8m0(scale, scale_dtype) or is_e8m0(pertoken_scale, pertoken_scale_dtype):
         checks.expect(pertoken_scale is not None, OP, "pertoken_scale",
@@ -239,8 +244,9 @@ def check_lowbit(x1, x2, scale, *, offset, pertoken_scale, bias, output_dtype, x
             checks.expect(k % 2 == 0 and k > 2, OP, "x1", "an even k above 2 for float4",
                           k, ValueError)
     else:
-        checks.expect(f1 != "float4_e2m1", OP, "scale",
-                      "e8m0 MX scales (scale_dtype torch_npu.float8_e8m0fnu) for float4 inputs",
+        checks.expect(f2 != "float4_e2m1", OP, "scale",
+                      "e8m0 MX scales (scale_dtype torch_npu.float8_e8m0fnu) for float4 inputs "
+                      "(the T-CG float8 x float4 mode with y_scale is not implemented)",
                       lambda: f"dtype {scale.dtype}", ValueError)
         checks.expect(scale_dtype is None and pertoken_scale_dtype is None, OP, "scale_dtype",
                       "None for float32 / int64 scales", lambda: quant_core.describe_code(
@@ -257,6 +263,28 @@ def check_lowbit(x1, x2, scale, *, offset, pertoken_scale, bias, output_dtype, x
     checks.expect_same_device(named, OP)
     targets.expect_supported(OP, SUPPORTED)
     del out
+
+
+def _check_pseudo(x1, x2, bias, out, k) -> None:
+    """MX pseudo-quant, float8_e4m3fn x1 with float4_e2m1 x2 (aclnnQuantMatmulV5 MX伪量化)."""
+    checks.expect(x1.dim() == 2 and x2.dim() == 2, OP, "x2",
+                  "2-D x1 and x2 (no batch) for float8 x float4",
+                  lambda: f"shapes {tuple(x1.shape)} and {tuple(x2.shape)}", ValueError)
+    checks.expect(_transposed(x2) and not _transposed(x1), OP, "x2",
+                  "the transpose of a contiguous (n, k / 2) weight, with a non-transposed x1, "
+                  "for float8 x float4", "another layout", ValueError)
+    checks.expect(k % 8 == 0, OP, "x1", "a k divisible by 8 for float8 x float4", k,
+                  ValueError)
+    checks.expect(out in (torch.float16, torch.bfloat16), OP, "output_dtype",
+                  "torch.float16 or torch.bfloat16 for float8 x float4", str(out), ValueError)
+    if bias is not None:
+        n = x2.shape[-1]
+        checks.expect(bias.dtype == out, OP, "bias",
+                      lambda: f"dtype {out} (the output's) for float8 x float4",
+                      lambda: f"dtype {bias.dtype}", TypeError)
+        checks.expect(tuple(bias.shape) in ((1, n), (n,)), OP, "bias",
+                      lambda: f"shape (1, {n}) (or ({n},)) for float8 x float4",
+                      lambda: f"shape {tuple(bias.shape)}", ValueError)
 
 
 GROUP = 128
@@ -347,8 +375,8 @@ def lowbit_reference(x1, x2, scale, *, pertoken_scale, bias, output_dtype, x1_dt
         a = a * _expand_k(s1, k, -1)
         b = b * _expand_k(s2, k, -2)
         acc = torch.matmul(a, b).to(torch.float32)
-        if bias is not None:
-            acc = acc + bias
+        if bias is not None:                  # float32, or the output dtype (A8W4), in float32
+            acc = acc + bias.to(torch.float32)
         return acc.to(out)
     if scale.dim() >= 2:
         return _per_block(a, b, scale, pertoken_scale).to(out)
