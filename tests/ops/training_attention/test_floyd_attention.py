@@ -94,7 +94,7 @@ def test_backward_op_against_golden_gradients(dtype):
     want = _golden_grads(ins, mask, 0.25, dy)
     tol = 6e-2 if dtype == BF16 else 1e-2
     for name, g_, w, t in zip(("dq", "dk_ij", "dv_ij", "dk_jk", "dv_jk"), got, want, ins):
-        assert g_.shape == t.shape and g_.dtype == dtype, name
+        assert g_.shape == t.shape and g_.dtype == dtype and g_.is_contiguous(), name
         torch.testing.assert_close(g_.double(), w, atol=tol, rtol=tol, msg=name)
 
 

@@ -119,21 +119,34 @@ def _step(h: int, m: int, n: int, k: int, b: int) -> int:
     return max(1, min(m, SCORE_BUDGET // max(1, b * h * n * k)))
 
 
-def _scores(q, k_ij, k_jk, mask, scale):
+class _PivotPath:
+    """key_jk / value_jk laid out once per call for the products that batch over n.
+
+    ``t`` ``[B,H,N,D,K]`` multiplies from the right (scores, ``dO v^T``); ``nk`` ``[B,H,N,K,D]``
+    is what ``P`` multiplies (outputs, ``dS k``).  Made contiguous once instead of in every
+    row block."""
+
+    def __init__(self, x: torch.Tensor, ct: torch.dtype):
+        x = x.to(ct)
+        self.t = x.permute(0, 1, 3, 4, 2).contiguous()
+        self.nk = x.transpose(2, 3).contiguous()
+
+
+def _scores(q, k_ij, k_jk: _PivotPath, mask, scale):
     """``[B, H, m, N, K]`` scaled, masked scores of a block of ``m`` rows (compute dtype)."""
     s = torch.matmul(q, k_ij.transpose(-1, -2))                                # [B,H,m,N,K]
     # the k_jk term batches over n: [B,H,N,m,D] @ [B,H,N,D,K] -> [B,H,N,m,K]
-    s2 = torch.matmul(q.transpose(2, 3), k_jk.permute(0, 1, 3, 4, 2))
-    s = (s + s2.transpose(2, 3)) * scale
+    s2 = torch.matmul(q.transpose(2, 3), k_jk.t)
+    s = s.add_(s2.transpose(2, 3)).mul_(scale)
     if mask is not None:
-        s = s.masked_fill(mask.bool(), MASKED)
+        s = s.masked_fill_(mask.bool(), MASKED)
     return s
 
 
-def _pv(p, v_ij, v_jk):
+def _pv(p, v_ij, v_jk: _PivotPath):
     """``P v_ij + P v_jk`` for a block of rows (``p`` ``[B,H,m,N,K]``)."""
-    o2 = torch.matmul(p.transpose(2, 3), v_jk.transpose(2, 3))                 # [B,H,N,m,D]
-    return torch.matmul(p, v_ij) + o2.transpose(2, 3)
+    o2 = torch.matmul(p.transpose(2, 3), v_jk.nk)                              # [B,H,N,m,D]
+    return torch.matmul(p, v_ij).add_(o2.transpose(2, 3))
 
 
 def fused_floyd_attention_reference(query_ik, key_ij, value_ij, key_jk, value_jk, *,
@@ -142,7 +155,7 @@ def fused_floyd_attention_reference(query_ik, key_ij, value_ij, key_jk, value_jk
                                                    value_jk, atten_mask=atten_mask)
     dtype, ct = query_ik.dtype, _compute_dtype(query_ik.dtype)
     stat_dtype = torch.float64 if dtype == torch.float64 else torch.float32
-    k_jk, v_jk = key_jk.to(ct), value_jk.to(ct)
+    k_jk, v_jk = _PivotPath(key_jk, ct), _PivotPath(value_jk, ct)
     out = torch.empty(query_ik.shape, dtype=dtype, device=query_ik.device)
     smax = torch.empty(b, h, m, n, dtype=stat_dtype, device=query_ik.device)
     ssum = torch.empty_like(smax)
@@ -153,7 +166,7 @@ def fused_floyd_attention_reference(query_ik, key_ij, value_ij, key_jk, value_jk
         s = _scores(query_ik[:, :, i0:i1].to(ct), key_ij[:, :, i0:i1].to(ct), k_jk, mask,
                     float(scale_value))
         mx = s.amax(-1, keepdim=True)
-        e = torch.exp(s - mx)
+        e = s.sub_(mx).exp_()
         sm = e.sum(-1, keepdim=True)
         if dtype != ct:          # the unnormalised exp enters the value products rounded
             e = e.to(dtype).to(ct)
@@ -217,11 +230,12 @@ def fused_floyd_attention_backward_reference(grad_output, query_ik, key_ij, valu
         softmax_sum, atten_mask=atten_mask)
     ct = _compute_dtype(query_ik.dtype)
     scale = float(scale_value)
-    k_jk, v_jk = key_jk.to(ct), value_jk.to(ct)
+    k_jk, v_jk = _PivotPath(key_jk, ct), _PivotPath(value_jk, ct)
     dq = torch.empty(query_ik.shape, dtype=ct, device=query_ik.device)
     dk_ij = torch.empty(key_ij.shape, dtype=ct, device=query_ik.device)
     dv_ij = torch.empty(value_ij.shape, dtype=ct, device=query_ik.device)
-    dk_jk, dv_jk = torch.zeros_like(k_jk), torch.zeros_like(v_jk)
+    dk_jk = torch.zeros_like(k_jk.nk)                  # [B,H,N,K,D]: transposed at the end
+    dv_jk = torch.zeros_like(v_jk.nk)
     step = _step(h, m, n, k, b)
     for i0 in range(0, m, step):
         i1 = min(m, i0 + step)
@@ -234,17 +248,19 @@ def fused_floyd_attention_backward_reference(grad_output, query_ik, key_ij, valu
         sm = softmax_sum[:, :, i0:i1, :, :1].to(ct)
         p = torch.exp(s - mx) / sm                                              # [B,H,m,N,K]
         big_d = (do * attention_out[:, :, i0:i1].to(ct)).sum(-1, keepdim=True)  # [B,H,m,N,1]
-        dp = torch.matmul(do, vij.transpose(-1, -2)) + torch.matmul(
-            do.transpose(2, 3), v_jk.permute(0, 1, 3, 4, 2)).transpose(2, 3)
+        dp = torch.matmul(do, vij.transpose(-1, -2)).add_(
+            torch.matmul(do.transpose(2, 3), v_jk.t).transpose(2, 3))
         ds = p * (dp - big_d)
         dq[:, :, i0:i1] = _pv(ds, kij, k_jk) * scale
         dk_ij[:, :, i0:i1] = torch.matmul(ds.transpose(-1, -2), q) * scale      # [B,H,m,K,D]
         dv_ij[:, :, i0:i1] = torch.matmul(p.transpose(-1, -2), do)
         # sum over the rows m of this block: [B,H,N,K,m] @ [B,H,N,m,D] -> [B,H,N,K,D]
-        dk_jk += torch.matmul(ds.permute(0, 1, 3, 4, 2), q.transpose(2, 3)).transpose(2, 3) * scale
-        dv_jk += torch.matmul(p.permute(0, 1, 3, 4, 2), do.transpose(2, 3)).transpose(2, 3)
+        dk_jk += torch.matmul(ds.permute(0, 1, 3, 4, 2), q.transpose(2, 3)) * scale
+        dv_jk += torch.matmul(p.permute(0, 1, 3, 4, 2), do.transpose(2, 3))
     dtype = query_ik.dtype
-    return dq.to(dtype), dk_ij.to(dtype), dv_ij.to(dtype), dk_jk.to(dtype), dv_jk.to(dtype)
+    return (dq.to(dtype), dk_ij.to(dtype), dv_ij.to(dtype),
+            dk_jk.transpose(2, 3).to(dtype).contiguous(),
+            dv_jk.transpose(2, 3).to(dtype).contiguous())
 
 
 def _backward_fake(grad_output, query_ik, key_ij, value_ij, key_jk, value_jk, attention_out,
