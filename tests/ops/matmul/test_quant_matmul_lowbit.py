@@ -303,6 +303,12 @@ def test_mx_float4(k, x2_transposed):
     a = decode(c1, "e2m1") * block_scale_rows(s1, k)
     bmat = decode(c2, "e2m1") * block_scale_rows(sw, k).T
     check_equal(got, t32(dot32(a, bmat)), F16)
+    if hasattr(torch, "float4_e2m1fn_x2"):               # torch's float4 / e8m0 dtypes
+        fp4 = torch.float4_e2m1fn_x2
+        got = torch.ops.npu.npu_quant_matmul(
+            x1.view(fp4), x2.view(fp4), sw.transpose(0, 1).view(torch.float8_e8m0fnu),
+            pertoken_scale=s1.view(torch.float8_e8m0fnu), output_dtype=F16)
+        check_equal(got, t32(dot32(a, bmat)), F16)
 
 
 @pytest.mark.parametrize("out", [BF16, F16])

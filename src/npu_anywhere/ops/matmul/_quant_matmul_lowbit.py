@@ -70,7 +70,10 @@ def _code(value):
         return 45
     if value == torch.float8_e8m0fnu:
         return 44
-    return quant_core.dtype_code(value)
+    try:
+        return quant_core.dtype_code(value)
+    except ValueError:
+        return -1                         # a dtype with no code: rejected by the caller's check
 
 
 def operand_format(t: torch.Tensor, declared, name: str) -> str | None:
@@ -138,9 +141,9 @@ def decode(t: torch.Tensor, fmt: str) -> torch.Tensor:
     """float64 values of an operand (exact for every format)."""
     if fmt in ("float8_e4m3fn", "float8_e5m2"):
         dtype = torch.float8_e4m3fn if fmt == "float8_e4m3fn" else torch.float8_e5m2
-        v = t if t.dtype == dtype else t.contiguous().view(torch.uint8).view(dtype)
+        v = t if t.dtype == dtype else t.view(torch.uint8).view(dtype)
         return v.to(torch.float64)
-    codes = t.contiguous().view(torch.uint8) if t.dtype != torch.uint8 else t
+    codes = t.view(torch.uint8) if t.dtype != torch.uint8 else t       # same itemsize: any strides
     if fmt == "hifloat8":
         return hifloat8.decode_hifloat8(codes).to(torch.float64)
     dim = _packed_dim(t)                   # float4: unpack along the packed (contiguous) dim
