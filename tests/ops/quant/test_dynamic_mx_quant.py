@@ -306,7 +306,9 @@ def test_npu_dtype_codes_and_fake_shapes():
 def test_strict_products():
     x = torch.ones(2, 64, dtype=torch.bfloat16)
     for product in ("A2", "A3"):
-        with targets.strict(product), pytest.raises(Exception, match="npu_dynamic_mx_quant"):
+        with targets.strict(product), pytest.raises(
+                RuntimeError, match="npu_dynamic_mx_quant: expected a product the op supports "
+                                    r"\(950\)"):
             na.npu_dynamic_mx_quant(x)
     with targets.strict("950"):
         na.npu_dynamic_mx_quant(x, dst_type=torch.float8_e4m3fn, scale_alg=1)
