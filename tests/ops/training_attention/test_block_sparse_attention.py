@@ -92,7 +92,8 @@ def test_tnd_multi_batch_gqa_and_inputs_untouched():
     assert out.shape == q.shape and lse.shape == (sum(q_lens), n1, 1)
     for t, t0 in zip((q, k, v, mask), before):
         assert torch.equal(t, t0)
-    qc, kc = [0, *torch.tensor(q_lens).cumsum(0).tolist()], [0, *torch.tensor(kv_lens).cumsum(0).tolist()]
+    qc = [0, *torch.tensor(q_lens).cumsum(0).tolist()]
+    kc = [0, *torch.tensor(kv_lens).cumsum(0).tolist()]
     pieces = lambda x, c: [x[c[i]:c[i + 1]].transpose(0, 1) for i in range(3)]  # noqa: E731
     want, want_lse = golden(pieces(q, qc), pieces(k, kc), pieces(v, kc), list(mask), bx, by, scale)
     torch.testing.assert_close(out.double(), torch.cat([w.transpose(0, 1) for w in want]),
@@ -199,7 +200,8 @@ def _bad(**over):
     ({"kv_input_layout": "TND"}, ValueError, "expected kv_input_layout the same layout"),
     ({"q_input_layout": "BSND", "kv_input_layout": "BSND"}, ValueError,
      "expected q_input_layout one of"),
-    ({"block_shape": [128, 64]}, ValueError, r"expected block_shape blockShapeY \(block_shape\[1\]\) a multiple of 128"),
+    ({"block_shape": [128, 64]}, ValueError,
+     r"expected block_shape blockShapeY \(block_shape\[1\]\) a multiple of 128"),
     ({"block_shape": [0, 128]}, ValueError, "expected block_shape positive"),
     ({"block_shape": [128]}, ValueError, "expected block_shape at least two"),
     ({"num_key_value_heads": 1}, ValueError, "expected num_key_value_heads the head count"),
@@ -235,7 +237,8 @@ def test_bad_dtypes_and_dims():
 
 
 def test_tnd_bad_lengths():
-    q, k, v = torch.randn(10, 2, 64).half(), torch.randn(12, 1, 64).half(), torch.randn(12, 1, 64).half()
+    q = torch.randn(10, 2, 64).half()
+    k, v = torch.randn(12, 1, 64).half(), torch.randn(12, 1, 64).half()
     mask = torch.ones(2, 2, 1, 1, dtype=torch.int8)
     call = lambda **kw: npu_anywhere.npu_block_sparse_attention(  # noqa: E731
         q, k, v, mask, [128, 128], **kw)
@@ -319,7 +322,8 @@ def test_both_solvers_match_golden_forward_and_backward(solver, monkeypatch, kin
     for i in range(2):          # the dense float64 formula per sequence, through autograd
         qi, ki, vi = (x[c[i]:c[i + 1]] for x, c in zip(xs, (qc, kc, kc)))
         s = torch.einsum("qnd,knd->nqk", qi, ki.repeat_interleave(2, 1)) * scale
-        keep = mask[i].bool()[:, torch.arange(q_lens[i]) // bx][:, :, torch.arange(kv_lens[i]) // by]
+        rows_block, cols_block = torch.arange(q_lens[i]) // bx, torch.arange(kv_lens[i]) // by
+        keep = mask[i].bool()[:, rows_block][:, :, cols_block]
         p = torch.softmax(s.masked_fill(~keep, float("-inf")), -1).nan_to_num(0.0)
         dense.append(torch.einsum("nqk,knd->qnd", p, vi.repeat_interleave(2, 1)))
     torch.autograd.backward(torch.cat(dense), dy)

@@ -19,8 +19,9 @@ scale cast to half): emulated by rounding scaled S, P, the row sum and ``P v`` t
 Rows are processed in blocks whose scores stay within a fixed budget, so memory grows with the
 sequence length, not its square.  With query blocks of 32 rows or more, each group of query
 blocks gathers just the key / value blocks it selects (work and memory proportional to the
-selected blocks, as on the NPU); smaller query blocks compute masked rows of the dense scores.  A row that selects no key (or lies in the padding beyond
-its batch's length) gives output 0 and ``lse = -inf``: the NPU leaves such rows unwritten.
+selected blocks, as on the NPU); smaller query blocks compute masked rows of the dense scores.
+A row that selects no key (or lies in the padding beyond its batch's length) gives output 0
+and ``lse = -inf`` (the log of an empty sum): the NPU leaves such rows unwritten.
 """
 
 from __future__ import annotations

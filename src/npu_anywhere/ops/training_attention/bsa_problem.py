@@ -6,8 +6,8 @@ Layouts (seed 004; op-plugin docs/zh/custom_APIs/torch_npu-npu_block_sparse_atte
   ``actual_seq_lengths_kv`` optional (both or neither), each at most the padded S.
 * TND: query ``[Tq, N1, D]``, key / value ``[Tkv, N2, D]``; the lengths are required and are
   *per-batch* lengths (not cumulative ends): their sums are Tq and Tkv
-  (hicann/ops-transformer attention/block_sparse_attention/op_host/block_sparse_attention_tiling.cpp,
-  ValidateTNDSeqlenSum).
+  (hicann/ops-transformer attention/block_sparse_attention/op_host/
+  block_sparse_attention_tiling.cpp, ValidateTNDSeqlenSum).
 
 ``block_sparse_mask`` is ``[B, N1, ceil(maxSq / bx), ceil(maxSkv / by)]``; for BNSD with lengths
 the block counts may follow either the padded S or the longest actual length.
