@@ -11,8 +11,9 @@ from typing import Optional
 import torch
 
 from ... import checks
-from . import fa_math
-from .fa_masks import MaskPlan, check_pse, check_sparse
+from . import fa_math, fa_tiled
+from .fa_masks import MaskPlan, check_sparse
+from .fa_pse import PseSource, check_pse
 from .fa_problem import (FAProblem, check_dtypes, expect_stats, from_bnsd, parse, seq_total,
                          stats_from_layout, stats_shape, stats_to_layout, to_bnsd)
 
@@ -33,7 +34,8 @@ def check_forward(op: str, a: dict, lengths_known: bool = True) -> FAProblem:
     layout = a["softmax_layout"]
     checks.expect(layout == "" or (layout == "TND" and p.packed), op, "softmax_layout",
                   '"" (or "TND" with input_layout TND)', repr(layout), ValueError)
-    check_pse(op, p, a["pse"])
+    check_pse(op, p, a["pse"], a["atten_mask"], a["sparse_mode"], a["pre_tockens"],
+              a["next_tockens"])
     check_sparse(op, p, a["atten_mask"], a["pse"], a["sparse_mode"], a["pre_tockens"],
                  a["next_tockens"], a["prefix"])
     sink = a.get("sink")
@@ -43,10 +45,22 @@ def check_forward(op: str, a: dict, lengths_known: bool = True) -> FAProblem:
                       lambda: f"shape {tuple(sink.shape)}", RuntimeError)
         checks.expect(sink.dtype.is_floating_point, op, "sink", "a floating-point tensor",
                       str(sink.dtype), TypeError)
-    checks.expect(a.get("dropout_mask") is None, op, "dropout_mask",
-                  "None (a caller-supplied dropout mask is not emulated)", "a tensor",
-                  NotImplementedError)
+    _check_dropout_mask(op, p, a.get("dropout_mask"))
     return p
+
+
+def _check_dropout_mask(op: str, p: FAProblem, mask) -> None:
+    """The bit-packed keep-mask of ``_npu_dropout_gen_mask``: uint8, at least one bit per
+    element of [B, N, Sq, Skv] (TND: N sum_b Sq_b Skv_b)."""
+    if mask is None:
+        return
+    checks.expect_dtype(mask, (torch.uint8,), op, "dropout_mask")
+    if p.lengths_known:
+        need = (numels(p) + 7) // 8
+        checks.expect(mask.numel() >= need, op, "dropout_mask",
+                      lambda: f"at least {need} bytes (one bit per element of the "
+                              f"{numels(p)}-element keep-mask)",
+                      lambda: f"{mask.numel()} bytes", RuntimeError)
 
 
 def check_grad(op: str, a: dict, lengths_known: bool = True) -> FAProblem:
@@ -104,8 +118,23 @@ def flash_reason(p: FAProblem, a: dict) -> Optional[str]:
     return None
 
 
-def forward(p: FAProblem, a: dict, seed: int, offset: int, *, use_flash: bool):
-    """``(attention_out, softmax_max, softmax_sum, softmax_out)`` in the documented layouts."""
+def _pse(p: FAProblem, a: dict):
+    pse = a["pse"]
+    return None if pse is None else PseSource(p, pse, fa_math.compute_dtype(a["query"].dtype))
+
+
+def _dropout(p: FAProblem, a: dict, seed: int, offset: int) -> fa_math.Dropout:
+    return fa_math.Dropout(a["keep_prob"], seed, offset, bits=a.get("dropout_mask"), problem=p)
+
+
+def forward(p: FAProblem, a: dict, seed: int, offset: int, *, use_flash: bool,
+            tiled: bool = True):
+    """``(attention_out, softmax_max, softmax_sum, softmax_out)`` in the documented layouts.
+
+    ``use_flash``: the fused CPU kernels (only for calls :func:`flash_reason` accepts); else
+    ``tiled``: the online-softmax tiles of :mod:`.fa_tiled` (the default, so that every op
+    built on this module computes a call the same way), or the row-blocked reference of
+    :mod:`.fa_math` (``tiled=False``)."""
     query = a["query"]
     q, k, v, plan = _inputs(p, a)
     if use_flash:
@@ -113,9 +142,10 @@ def forward(p: FAProblem, a: dict, seed: int, offset: int, *, use_flash: bool):
         out, lse = fa_math.flash_forward(q, k, v, a["scale"], causal)
         m, l = lse.float(), torch.ones_like(lse, dtype=torch.float32)
     else:
-        dropout = fa_math.Dropout(a["keep_prob"], seed, offset)
-        out, m, l = fa_math.forward(q, k, v, scale=a["scale"], pse=a["pse"], sink=a.get("sink"),
-                                    plan=plan, dropout=dropout)
+        engine = fa_tiled if tiled else fa_math
+        out, m, l = engine.forward(q, k, v, scale=a["scale"], pse=_pse(p, a),
+                                   sink=a.get("sink"), plan=plan,
+                                   dropout=_dropout(p, a, seed, offset))
     total_q = query.shape[0] if p.packed else 0
     stat_dtype = torch.float64 if query.dtype == torch.float64 else torch.float32
     attention = from_bnsd(out.to(query.dtype), p, p.q_cum, total_q)
@@ -124,7 +154,8 @@ def forward(p: FAProblem, a: dict, seed: int, offset: int, *, use_flash: bool):
     return attention, softmax_max, softmax_sum, query.new_empty(0)
 
 
-def grad(p: FAProblem, a: dict, seed: int, offset: int, *, use_flash: bool):
+def grad(p: FAProblem, a: dict, seed: int, offset: int, *, use_flash: bool,
+         tiled: bool = True):
     """``(dq, dk, dv, dpse, dsink)`` in the inputs' layouts."""
     query = a["query"]
     q, k, v, plan = _inputs(p, a)
@@ -139,10 +170,10 @@ def grad(p: FAProblem, a: dict, seed: int, offset: int, *, use_flash: bool):
         dq, dk, dv = fa_math.flash_backward(q, k, v, dy, out, lse, a["scale"], causal)
         dpse = dsink = None
     else:
-        dropout = fa_math.Dropout(a["keep_prob"], seed, offset)
-        dq, dk, dv, dpse, dsink = fa_math.backward(q, k, v, dy, out, m, l, scale=a["scale"],
-                                                   pse=pse, sink=sink, plan=plan,
-                                                   dropout=dropout)
+        engine = fa_tiled if tiled else fa_math
+        dq, dk, dv, dpse, dsink = engine.backward(q, k, v, dy, out, m, l, scale=a["scale"],
+                                                  pse=_pse(p, a), sink=sink, plan=plan,
+                                                  dropout=_dropout(p, a, seed, offset))
     dt = query.dtype
     dq = from_bnsd(dq.to(dt), p, p.q_cum, query.shape[0] if p.packed else 0)
     dk = from_bnsd(dk.to(dt), p, p.kv_cum, a["key"].shape[0] if p.packed else 0)

@@ -1,4 +1,4 @@
-"""What npu_fusion_attention hides, adds and drops: sparse modes, pse and the dropout keep-mask.
+"""What npu_fusion_attention hides and drops: the sparse modes and the dropout keep-mask.
 
 Masks are built a block of query rows at a time (``rows(i0, i1)``) so that no ``[Sq, Skv]``
 matrix is ever needed whole.  Positions follow seed 004's table (i: query row, j: key column,
@@ -27,9 +27,29 @@ from .fa_problem import FAProblem
 
 COMPRESSED = {2: (2048, 2048), 3: (2048, 2048), 4: (2048, 2048), 6: (3072, 2048),
               7: (2048, 2048), 8: (2048, 2048)}
-ALIBI_ROWS = 1024
 DROPOUT_ROWS = 64          # rows per keep-mask chunk: the mask does not depend on blocking
 _MASK64 = (1 << 63) - 1
+ALL = "all"                # MaskPlan.tile: every position of the tile is masked
+_VISIBLE, _CUT, _MASKED = 0, 1, 2
+
+
+def _at_most(lo: int, hi: int, c: int) -> int:
+    """State of ``x <= c`` over ``x in [lo, hi]``."""
+    return _VISIBLE if hi <= c else _MASKED if lo > c else _CUT
+
+
+def _at_least(lo: int, hi: int, c: int) -> int:
+    return _VISIBLE if lo >= c else _MASKED if hi < c else _CUT
+
+
+def _both(a: int, b: int) -> int:
+    """Visible where both are."""
+    return max(a, b)
+
+
+def _either(a: int, b: int) -> int:
+    """Visible where either is."""
+    return min(a, b)
 
 
 def check_sparse(op: str, p: FAProblem, atten_mask, pse, sparse_mode: int, pre: int, nxt: int,
@@ -89,24 +109,6 @@ def check_sparse(op: str, p: FAProblem, atten_mask, pse, sparse_mode: int, pre: 
                           list(prefix), ValueError)
 
 
-def check_pse(op: str, p: FAProblem, pse) -> None:
-    if pse is None:
-        return
-    checks.expect(not p.packed, op, "pse",
-                  "None with input_layout TND (the compressed alibi varlen form is not "
-                  "emulated)", "a tensor", NotImplementedError)
-    shape = tuple(pse.shape)
-    ok = len(shape) == 4 and shape[1] == p.heads and shape[3] == p.skv and (
-        (shape[0] == p.batch and shape[2] in (p.sq, 1)) or (shape[0] == 1 and shape[2] == p.sq))
-    if not ok and len(shape) == 4 and shape[2] == ALIBI_ROWS and p.sq > ALIBI_ROWS:
-        checks.expect(False, op, "pse", "an uncompressed pse (the alibi-compressed "
-                      "[., N, 1024, Skv] form is not emulated)", lambda: f"shape {shape}",
-                      NotImplementedError)
-    checks.expect(ok, op, "pse", lambda: f"a BNSS, BN1Skv or 1NSS tensor for B={p.batch}, "
-                  f"N={p.heads}, Sq={p.sq}, Skv={p.skv}", lambda: f"shape {shape}",
-                  RuntimeError)
-
-
 class MaskPlan:
     """The masked positions of one call, a block of query rows at a time (True = masked)."""
 
@@ -136,13 +138,16 @@ class MaskPlan:
         """Nothing is masked at all."""
         return not self.active and not self.p.packed
 
-    def rows(self, i0: int, i1: int) -> Optional[torch.Tensor]:
-        """Bool ``[B|1, N|1, i1 - i0, Skv]`` (True = masked), or None when nothing is."""
+    def rows(self, i0: int, i1: int, j0: int = 0, j1: Optional[int] = None
+             ) -> Optional[torch.Tensor]:
+        """Bool ``[B|1, N|1, i1 - i0, j1 - j0]`` (True = masked; columns ``[j0, j1)``, all
+        by default), or None when nothing is."""
         if self.trivial:
             return None
         p = self.p
+        j1 = p.skv if j1 is None else j1
         i = torch.arange(i0, i1, device=self.device).view(1, 1, -1, 1)
-        j = torch.arange(p.skv, device=self.device).view(1, 1, 1, -1)
+        j = torch.arange(j0, j1, device=self.device).view(1, 1, 1, -1)
         masked = (j >= self.kv_lens) | (i >= self.q_lens)       # TND padding
         if not self.active:
             return masked
@@ -150,9 +155,9 @@ class MaskPlan:
         shift = self.kv_lens - self.q_lens        # bottom-right diagonal offset
         mode = self.mode
         if mode == 0:
-            masked = masked | self.user[:, :, i0:i1] | (rel > self.nxt) | (rel < -self.pre)
+            masked = masked | self.user[:, :, i0:i1, j0:j1] | (rel > self.nxt) | (rel < -self.pre)
         elif mode in (1, 5):
-            masked = masked | self.user[:, :, i0:i1]
+            masked = masked | self.user[:, :, i0:i1, j0:j1]
         elif mode == 2:
             masked = masked | (rel > 0)
         elif mode == 3:
@@ -168,6 +173,65 @@ class MaskPlan:
             masked = masked | torch.where(which, band, causal)
         return masked
 
+    def tile(self, i0: int, i1: int, j0: int, j1: int):
+        """Masked positions of the tile ``[i0, i1) x [j0, j1)``: None when nothing is masked,
+        :data:`ALL` when everything is (the tile can be skipped), else a bool tensor.
+
+        The mode's own shape (band, causal, padding) is classified from the tile's corners,
+        so only tiles it cuts through and tiles of a caller's full mask build a tensor."""
+        if self.trivial:
+            return None
+        states = [self._shape_state(b, i0, i1, j0, j1) for b in range(self.p.batch)]
+        if all(st == _MASKED for st in states):
+            return ALL
+        if all(st == _VISIBLE for st in states):
+            if self.user is None:
+                return None
+            masked = self.user[:, :, i0:i1, j0:j1]
+        else:
+            masked = self.rows(i0, i1, j0, j1)
+        if not bool(masked.any()):
+            return None
+        if bool(masked.all()):
+            return ALL
+        return masked
+
+    def _shape_state(self, b: int, i0: int, i1: int, j0: int, j1: int) -> int:
+        """Whether batch ``b``'s mode shape leaves the tile all visible, all masked or cut."""
+        p = self.p
+        qb, kb = (p.q_lens[b], p.kv_lens[b]) if p.packed else (p.sq, p.skv)
+        if i0 >= qb or j0 >= kb:
+            return _MASKED
+        state = _VISIBLE if i1 <= qb and j1 <= kb else _CUT
+        if not self.active:
+            return state
+        lo, hi = j0 - (i1 - 1), (j1 - 1) - i0          # range of j - i over the tile
+        shift = kb - qb
+        mode = self.mode
+
+        def band(c_lo, c_hi):
+            return _both(_at_least(lo, hi, c_lo), _at_most(lo, hi, c_hi))
+
+        if mode == 0:
+            shape = band(-self.pre, self.nxt)
+        elif mode in (1, 5):
+            shape = _VISIBLE
+        elif mode == 2:
+            shape = _at_most(lo, hi, 0)
+        elif mode == 3:
+            shape = _at_most(lo, hi, shift)
+        elif mode == 4:
+            shape = band(shift - self.pre, shift + self.nxt)
+        elif mode == 6:
+            n = int(self.prefix[b].item())
+            prefix = _VISIBLE if j1 <= n else _MASKED if j0 >= n else _CUT
+            shape = _either(_at_most(lo, hi, shift), prefix)
+        else:
+            is_band = bool(self._band_batch()[b].item())
+            shape = band(shift - self.pre, shift + self.nxt) if is_band else \
+                _at_most(lo, hi, shift if mode == 7 else 0)
+        return _both(state, shape)
+
     def _band_batch(self) -> torch.Tensor:
         """Modes 7/8: the batch that is the band-shaped piece of a split sequence."""
         b = self.p.batch
@@ -176,13 +240,6 @@ class MaskPlan:
         flag = torch.zeros(b, 1, 1, 1, dtype=torch.bool, device=self.device)
         flag[k] = True
         return flag
-
-
-def pse_rows(pse: Optional[torch.Tensor], i0: int, i1: int, dtype) -> Optional[torch.Tensor]:
-    if pse is None:
-        return None
-    rows = pse if pse.shape[2] == 1 else pse[:, :, i0:i1]
-    return rows.to(dtype)
 
 
 # -- dropout ---------------------------------------------------------------------------------
@@ -216,3 +273,33 @@ def keep_rows(seed: int, offset: int, keep_prob: float, shape, i0: int, i1: int,
     full = torch.cat(parts, dim=2)
     start = i0 - c0 * DROPOUT_ROWS
     return full[:, :, start:start + (i1 - i0)]
+
+
+def keep_bits_rows(bits: torch.Tensor, p: FAProblem, i0: int, i1: int) -> torch.Tensor:
+    """A caller-supplied bit-packed keep-mask (True = kept) for query rows ``[i0, i1)`` as
+    bool ``[B, N, rows, Skv]``.
+
+    Element ``e`` of the mask is bit ``e % 8`` (least significant first) of byte ``e // 8``,
+    elements in ``[B, N, Sq, Skv]`` order (TND: the sequences one after the other, each
+    ``[N, Sq_b, Skv_b]``), as ``_npu_dropout_gen_mask(x, [B, N, Sq, Skv], ...)`` packs them.
+    """
+    dev = bits.device
+    b, n = p.batch, p.heads
+    i = torch.arange(i0, i1, device=dev).view(1, 1, -1, 1)
+    j = torch.arange(p.skv, device=dev).view(1, 1, 1, -1)
+    heads = torch.arange(n, device=dev).view(1, n, 1, 1)
+    if p.packed:
+        sq = torch.tensor(p.q_lens, device=dev).view(b, 1, 1, 1)
+        skv = torch.tensor(p.kv_lens, device=dev).view(b, 1, 1, 1)
+        sizes = [n * a * c for a, c in zip(p.q_lens, p.kv_lens)]
+        base = torch.tensor([sum(sizes[:k]) for k in range(b)], device=dev).view(b, 1, 1, 1)
+        e = base + (heads * sq + i) * skv + j
+        valid = (i < sq) & (j < skv)
+        e = torch.where(valid, e, torch.zeros_like(e))
+    else:
+        batches = torch.arange(b, device=dev).view(b, 1, 1, 1)
+        e = ((batches * n + heads) * p.sq + i) * p.skv + j
+        valid = None
+    byte = bits.reshape(-1)[e // 8].to(torch.int16)
+    keep = ((byte >> (e % 8).to(torch.int16)) & 1).bool()
+    return keep if valid is None else keep & valid

@@ -31,7 +31,7 @@ from typing import Optional
 
 import torch
 
-from .fa_masks import MaskPlan, keep_rows, pse_rows
+from .fa_masks import MaskPlan, keep_bits_rows, keep_rows
 
 SCORE_BUDGET = 1 << 24          # score elements per block (64 MiB of float32)
 
@@ -51,17 +51,22 @@ def _block_rows(b: int, n: int, sq: int, skv: int) -> int:
 
 
 class Dropout:
-    """The keep-mask source of one call (None-like when keep_prob == 1)."""
+    """The keep-mask source of one call (None-like when keep_prob == 1): the op's own
+    generator from (seed, offset), or the caller's bit-packed ``dropout_mask``."""
 
-    def __init__(self, keep_prob: float, seed: int, offset: int):
+    def __init__(self, keep_prob: float, seed: int, offset: int, bits=None, problem=None):
         self.keep_prob, self.seed, self.offset = keep_prob, seed, offset
+        self.bits, self.problem = bits, problem
 
     @property
     def active(self) -> bool:
         return self.keep_prob < 1.0
 
     def factor(self, shape, i0, i1, device, dtype) -> torch.Tensor:
-        keep = keep_rows(self.seed, self.offset, self.keep_prob, shape, i0, i1, device)
+        if self.bits is not None:
+            keep = keep_bits_rows(self.bits, self.problem, i0, i1)
+        else:
+            keep = keep_rows(self.seed, self.offset, self.keep_prob, shape, i0, i1, device)
         return keep.to(dtype) / self.keep_prob
 
 
@@ -94,7 +99,8 @@ def _probs_(s, m, l):
 
 
 def forward(q, k, v, *, scale: float, pse, sink, plan: MaskPlan, dropout: Dropout):
-    """``(out [B,N,Sq,Dv], m [B,N,Sq], l [B,N,Sq])`` in the compute dtype."""
+    """``(out [B,N,Sq,Dv], m [B,N,Sq], l [B,N,Sq])`` in the compute dtype (``pse``: a
+    :class:`~.fa_pse.PseSource` or None)."""
     ct = compute_dtype(q.dtype)
     b, n, sq, _ = q.shape
     q, k, v = q.to(ct), _expand_kv(k.to(ct), n), _expand_kv(v.to(ct), n)
@@ -105,7 +111,8 @@ def forward(q, k, v, *, scale: float, pse, sink, plan: MaskPlan, dropout: Dropou
     step = _block_rows(b, n, sq, skv)
     for i0 in range(0, sq, step):
         i1 = min(sq, i0 + step)
-        s = _scores(q[:, :, i0:i1], k, pse_rows(pse, i0, i1, ct), scale, plan.rows(i0, i1))
+        s = _scores(q[:, :, i0:i1], k, None if pse is None else pse.rows(i0, i1), scale,
+                    plan.rows(i0, i1))
         m = s.amax(dim=-1)
         if sink_col is not None:
             m = torch.maximum(m, sink_col.expand_as(m))
@@ -123,12 +130,6 @@ def forward(q, k, v, *, scale: float, pse, sink, plan: MaskPlan, dropout: Dropou
     return out, m_all, l_all
 
 
-def _reduce_to(x: torch.Tensor, shape) -> torch.Tensor:
-    """Sum ``x`` over the axes a broadcast tensor of ``shape`` was expanded along."""
-    dims = [d for d in range(x.dim()) if shape[d] == 1 and x.shape[d] != 1]
-    return x.sum(dim=dims, keepdim=True) if dims else x
-
-
 def backward(q, k, v, dy, out, m, l, *, scale: float, pse, sink, plan: MaskPlan,
              dropout: Dropout):
     """``(dq, dk, dv, dpse or None, dsink or None)`` in the compute dtype (dk/dv per KV head)."""
@@ -141,14 +142,15 @@ def backward(q, k, v, dy, out, m, l, *, scale: float, pse, sink, plan: MaskPlan,
     skv = k.shape[2]
     dq = torch.zeros_like(q)
     dk, dv = torch.zeros_like(k), torch.zeros_like(v)
-    dpse = None if pse is None else torch.zeros(pse.shape, dtype=ct, device=q.device)
+    dpse = None if pse is None else pse.grad_buffer()
     dsink = None if sink is None else torch.zeros(n, dtype=ct, device=q.device)
     big_d = (dy * out).sum(dim=-1)                          # [B, N, Sq]
     step = _block_rows(b, n, sq, skv)
     for i0 in range(0, sq, step):
         i1 = min(sq, i0 + step)
         q_blk, dy_blk, d_blk = q[:, :, i0:i1], dy[:, :, i0:i1], big_d[:, :, i0:i1]
-        s = _scores(q_blk, k, pse_rows(pse, i0, i1, ct), scale, plan.rows(i0, i1))
+        s = _scores(q_blk, k, None if pse is None else pse.rows(i0, i1), scale,
+                    plan.rows(i0, i1))
         p = _probs_(s, m[:, :, i0:i1], l[:, :, i0:i1])
         dp = torch.matmul(dy_blk, v.transpose(-1, -2))
         if dropout.active:
@@ -161,11 +163,7 @@ def backward(q, k, v, dy, out, m, l, *, scale: float, pse, sink, plan: MaskPlan,
         dq[:, :, i0:i1] = torch.matmul(ds, k) * scale
         dk += torch.matmul(ds.transpose(-1, -2), q_blk) * scale
         if dpse is not None:
-            g = _reduce_to(ds, pse.shape) * scale
-            if pse.shape[2] == 1:
-                dpse += g
-            else:
-                dpse[:, :, i0:i1] += g
+            pse.accumulate(dpse, ds * scale, i0, i1, 0, skv)
         if dsink is not None:
             mb, lb = m[:, :, i0:i1], l[:, :, i0:i1]
             p_sink = _probs_(sink.to(ct).view(1, n, 1, 1).expand(b, n, i1 - i0, 1).clone(),
@@ -174,6 +172,8 @@ def backward(q, k, v, dy, out, m, l, *, scale: float, pse, sink, plan: MaskPlan,
     if kv_heads != n:
         dk = dk.view(b, kv_heads, n // kv_heads, skv, -1).sum(dim=2)
         dv = dv.view(b, kv_heads, n // kv_heads, skv, -1).sum(dim=2)
+    if dpse is not None:
+        dpse = pse.finish(dpse)
     return dq, dk, dv, dpse, dsink
 
 

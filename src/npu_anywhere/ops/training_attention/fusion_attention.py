@@ -84,7 +84,7 @@ def draw_seed(a: dict) -> tuple[int, int]:
     """
     if a["keep_prob"] >= 1.0:
         return 0, 0
-    if a["seed"] != 0 or a["offset"] != 0:
+    if a["seed"] != 0 or a["offset"] != 0 or a["dropout_mask"] is not None:
         return int(a["seed"]), int(a["offset"])
     return int(torch.randint(1, 2 ** 31 - 1, (1,)).item()), 0
 
@@ -95,17 +95,17 @@ def check_fusion_attention(*args, **kwargs):
     fa_core.check_forward(OP, forward_args(args, kwargs))
 
 
-def _forward(args, kwargs, use_flash: bool):
+def _forward(args, kwargs, use_flash: bool, tiled: bool):
     a = forward_args(args, kwargs)
     p = fa_core.check_forward(OP, a)
     seed, offset = draw_seed(a)
-    outs = fa_core.forward(p, a, seed, offset, use_flash=use_flash)
+    outs = fa_core.forward(p, a, seed, offset, use_flash=use_flash, tiled=tiled)
     n = fa_core.numels(p) if a["keep_prob"] < 1.0 else 0
     return (*outs, seed, offset, n)
 
 
 def fusion_attention_reference(*args, **kwargs):
-    return _forward(args, kwargs, use_flash=False)
+    return _forward(args, kwargs, use_flash=False, tiled=False)
 
 
 def _fusion_attention_fake(*args, **kwargs):
@@ -114,14 +114,14 @@ def _fusion_attention_fake(*args, **kwargs):
     outs = fa_core.fake_forward(p, a)
     if a["keep_prob"] >= 1.0:
         return (*outs, 0, 0, 0)
-    if a["seed"] != 0 or a["offset"] != 0:
+    if a["seed"] != 0 or a["offset"] != 0 or a["dropout_mask"] is not None:
         return (*outs, a["seed"], a["offset"], fa_core.numels(p))
     ctx = torch.library.get_ctx()
     return (*outs, ctx.new_dynamic_size(), 0, fa_core.numels(p))
 
 
 def _flash_fusion_attention(*args, **kwargs):
-    return _forward(args, kwargs, use_flash=True)
+    return _forward(args, kwargs, use_flash=True, tiled=False)
 
 
 def _flash_supports(*args, **kwargs):
@@ -133,7 +133,16 @@ def _flash_supports(*args, **kwargs):
 fusion_attention_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_fusion_attention,
                             reference=fusion_attention_reference, fake=_fusion_attention_fake,
                             metadata_check=False, info=OpInfo(api="torch_npu"))
+def _tiled_fusion_attention(*args, **kwargs):
+    return _forward(args, kwargs, use_flash=False, tiled=True)
+
+
+def _tiled_supports(*args, **kwargs):
+    return None        # every call: the tiles compute exactly what the reference does
+
+
 fusion_attention_op.add_provider("sdpa_flash", _flash_fusion_attention, _flash_supports)
+fusion_attention_op.add_provider("tiled", _tiled_fusion_attention, _tiled_supports)
 
 
 # -- grad --------------------------------------------------------------------------------------
@@ -142,14 +151,17 @@ def check_fusion_attention_grad(query, key, value, dy, head_num, input_layout, *
     fa_core.check_grad(GRAD_OP, grad_args(query, key, value, dy, head_num, input_layout, kwargs))
 
 
-def _grad(query, key, value, dy, head_num, input_layout, kwargs, use_flash: bool):
+def _grad(query, key, value, dy, head_num, input_layout, kwargs, use_flash: bool,
+          tiled: bool):
     a = grad_args(query, key, value, dy, head_num, input_layout, kwargs)
     p = fa_core.check_grad(GRAD_OP, a)
-    return fa_core.grad(p, a, int(a["seed"]), int(a["offset"]), use_flash=use_flash)
+    return fa_core.grad(p, a, int(a["seed"]), int(a["offset"]), use_flash=use_flash,
+                        tiled=tiled)
 
 
 def fusion_attention_grad_reference(query, key, value, dy, head_num, input_layout, **kwargs):
-    return _grad(query, key, value, dy, head_num, input_layout, kwargs, use_flash=False)
+    return _grad(query, key, value, dy, head_num, input_layout, kwargs, use_flash=False,
+                 tiled=False)
 
 
 def _fusion_attention_grad_fake(query, key, value, dy, head_num, input_layout, **kwargs):
@@ -158,7 +170,8 @@ def _fusion_attention_grad_fake(query, key, value, dy, head_num, input_layout, *
 
 
 def _flash_grad(query, key, value, dy, head_num, input_layout, **kwargs):
-    return _grad(query, key, value, dy, head_num, input_layout, kwargs, use_flash=True)
+    return _grad(query, key, value, dy, head_num, input_layout, kwargs, use_flash=True,
+                 tiled=False)
 
 
 def _flash_grad_supports(query, key, value, dy, head_num, input_layout, **kwargs):
@@ -171,7 +184,17 @@ fusion_attention_grad_op = NpuOp(GRAD_SCHEMA, namespace=TORCH_NPU_NS,
                                  reference=fusion_attention_grad_reference,
                                  fake=_fusion_attention_grad_fake,
                                  info=OpInfo(api="torch_npu", backward_of=OP))
+def _tiled_grad(query, key, value, dy, head_num, input_layout, **kwargs):
+    return _grad(query, key, value, dy, head_num, input_layout, kwargs, use_flash=False,
+                 tiled=True)
+
+
+def _tiled_grad_supports(query, key, value, dy, head_num, input_layout, **kwargs):
+    return None
+
+
 fusion_attention_grad_op.add_provider("sdpa_flash", _flash_grad, _flash_grad_supports)
+fusion_attention_grad_op.add_provider("tiled", _tiled_grad, _tiled_grad_supports)
 
 
 # -- autograd (derivatives.yaml: query, key, value, pse, sink through the grad op) ------------
