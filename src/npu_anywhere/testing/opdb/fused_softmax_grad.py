@@ -24,7 +24,7 @@ def _args(dtype=torch.float16, grad_shape=(16, 12), mask_len=2 * 3 * 8 * 8):
 
 
 e = entry("npu_fused_attention_score_grad")
-e.samples += [Sample("fp16", _args()), Sample("fp64", _args(torch.float64))]
+e.samples += [Sample("fp16", _args())]   # _backward's entries cover float64
 e.errors += [ErrorSample("grad_shape", _args(grad_shape=(2, 3, 8, 4)), RuntimeError,
                          "npu_fused_attention_score_grad: expected grad_output the shape"),
              ErrorSample("mask_len", _args(mask_len=383), RuntimeError,
