@@ -6,6 +6,7 @@ Formulas (seed 004, op-plugin ``docs/zh/custom_APIs/torch_npu/torch_npu-npu_grou
     per-channel: y_i = (x_i @ weight_i + bias_i) * scale_i + offset_i     (int8 x and weight)
     per-token:   y_i = act((x_i @ weight_i + bias_i) * scale_i * per_token_scale_i)
     antiquant:   y_i = x_i @ ((weight_i + antiquant_offset_i) * antiquant_scale_i) + bias_i
+    A4W4 / A8W4: y_i = x_i @ (weight_i * scale_i) * per_token_scale_i   (int4 weight: .lowbit)
 
 Shapes follow op-plugin's meta registration (``op_plugin/python/meta/_meta_registrations.py``)
 and ``GroupedMatmulKernelNpuOpApi.cpp``; numerics follow op-plugin's CPU golden
@@ -18,7 +19,7 @@ import torch
 
 from ... import checks
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
-from . import compute, grouping, problem
+from . import compute, grouping, lowbit, problem
 from .grouping import Segment
 from .list_overload import define_list_overload
 from .problem import OP
@@ -108,12 +109,15 @@ def grouped_matmul_reference(x, weight, *, bias=None, scale=None, offset=None,
                      aq, n, act_type, single)
             outs.append(y.reshape(*xi.shape[:-1], n))
         return outs
-    segs = _m_segments(x, group_list, group_list_type, p.n_experts)
+    segs = _m_segments(x, group_list, p.group_list_type, p.n_experts)
     x2 = x[0] if len(x) == 1 else torch.cat(list(x))
     pts = None
     if per_token_scale is not None:
         pts = per_token_scale[0] if len(x) == 1 else torch.cat(list(per_token_scale))
     n = _out_n(weight, single, 0)
+    if p.kind in lowbit.KINDS:
+        return [lowbit.groups(p.kind, x2, segs, w, b, compute.Params(scale, single),
+                              compute.Params(offset, single), pts, n, p.out_dtype)]
     return [_run(p, x2, segs, w, b, scale, pts, aq, n, act_type, single)]
 
 
@@ -157,6 +161,13 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
         per-channel: y_i = (x_i @ weight_i + bias_i) * scale_i + offset_i   (int8 in)
         per-token:   y_i = act((x_i @ weight_i + bias_i) * scale_i * per_token_scale_i)
         antiquant:   y_i = x_i @ ((weight_i + antiquant_offset_i) * antiquant_scale_i) + bias_i
+        A4W4:        y_i = x_i @ (weight_i * scale_i) * per_token_scale_i      (int4 x, weight)
+        A8W4:        y_i = ((x_i - 8) @ weight_i * scale_i + bias_i) * per_token_scale_i
+
+    int4 x and weight are int32 tensors packing 8 values each along the last dim
+    (npu_quantize with torch.quint4x2, npu_convert_weight_to_int4pack); an NZ weight
+    (npu_format_cast 29) holds the same values.  The A4W4 / A8W4 rules and rounding steps are
+    in ``npu_anywhere.ops.gmm.lowbit``.
 
     Parameters
     ----------
@@ -181,8 +192,10 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
     per_token_scale : list of Tensor, optional
         float32 ``[m]`` per x tensor: per-token quantization (with a float ``scale``).
     group_list : Tensor or list of int, optional
-        int64.  A list of ints is the ``.List`` overload: cumulative offsets, and then
-        ``group_type`` may stay None.
+        int64.  A list of ints calls the ``npu_grouped_matmul.List`` overload (as the
+        dispatcher does): cumulative row offsets of one 2-D x, with 2-D weights, no
+        per_token_scale, and group_type / group_list_type / act_type left None (or at the
+        values the split mode implies); see :mod:`.list_overload`.
     split_item : int, default 0
         0/1: one output per group; 2/3: a single output.
     group_type : {-1, 0, 2}
