@@ -258,7 +258,9 @@ def test_strict_mode_rules():
         npu_anywhere.npu_block_sparse_attention(**a)
         with pytest.raises(TypeError, match="expected block_sparse_mask dtype in"):
             npu_anywhere.npu_block_sparse_attention(
-                **_bad(block_sparse_mask=torch.ones(1, 2, 1, 2, dtype=torch.bool)))
+                **_bad(block_sparse_mask=torch.ones(1, 2, 1, 2, dtype=torch.int32)))
+        npu_anywhere.npu_block_sparse_attention(
+            **_bad(block_sparse_mask=torch.ones(1, 2, 1, 2, dtype=torch.bool)))
         q, k, v = _bnsd(1, 2, 2, 8, 130, 64, F64)
         with pytest.raises(TypeError, match="expected query dtype in"):
             npu_anywhere.npu_block_sparse_attention(**_bad(query=q, key=k, value=v))

@@ -207,8 +207,8 @@ def npu_block_sparse_attention(query, key, value, block_sparse_mask, block_shape
         D]``; N1 a multiple of N2 (GQA: key head ``n // (N1 / N2)`` serves query head ``n``).
     block_sparse_mask : Tensor
         ``[B, N1, ceilDiv(maxQSeqLength, blockShapeX), ceilDiv(maxKvSeqLength, blockShapeY)]``,
-        int8 (the kernel's type; uint8, bool and int32 accepted outside strict mode); nonzero
-        selects a block.  TND: the max over ``actual_seq_lengths`` (B is their count); BNSD with
+        int8 (the kernel's type; uint8 and bool, one byte too, also in strict mode; int32
+        only outside it, as the kernel would misread its bytes); nonzero selects a block.  TND: the max over ``actual_seq_lengths`` (B is their count); BNSD with
         lengths: the padded S or the longest actual length.
     block_shape : list of int
         ``[blockShapeX, blockShapeY]`` (further elements ignored), both > 0; blockShapeY a
@@ -235,7 +235,8 @@ def npu_block_sparse_attention(query, key, value, block_sparse_mask, block_shape
 
     Constraints
     -----------
-    Strict mode: Atlas A2 / A3 only, no float64, int8 masks; the backward needs D = 128.
+    Strict mode: Atlas A2 / A3 only, no float64, one-byte masks; the backward needs D = 128
+    and blockShapeX a multiple of 16.
 
     Notes
     -----

@@ -26,6 +26,9 @@ from ...targets import Product
 LAYOUTS = ("TND", "BNSD")
 FLOATS = (torch.float16, torch.bfloat16)
 MASK_DTYPES = (torch.int8, torch.uint8, torch.bool, torch.int32)
+# The kernel reads the mask as one byte per block (int8 in the aclnn doc): one-byte types are
+# read correctly on the NPU, an int32 mask would be misread, so strict mode rejects it.
+STRICT_MASK_DTYPES = (torch.int8, torch.uint8, torch.bool)
 HEAD_DIMS = (64, 128)
 BLOCK_Y_ALIGN = 128
 # The torch_npu doc lists the Atlas A2 and A3 training / inference parts.
@@ -158,7 +161,8 @@ def parse(op: str, query, key, value, block_sparse_mask, block_shape, q_input_la
 
     mask = block_sparse_mask
     strict = targets.current() is not None
-    checks.expect_dtype(mask, (torch.int8,) if strict else MASK_DTYPES, op, "block_sparse_mask")
+    checks.expect_dtype(mask, STRICT_MASK_DTYPES if strict else MASK_DTYPES, op,
+                        "block_sparse_mask")
     checks.expect(mask.dim() == 4, op, "block_sparse_mask",
                   "a 4-D tensor [batch, headNum, qBlocks, kvBlocks]",
                   lambda: f"shape {tuple(mask.shape)}", ValueError)
