@@ -11,7 +11,8 @@ torch_npu-npu_grouped_matmul.md``; shapes from op-plugin's meta registration)::
 
 Kinds: ``float`` (x and weight float), ``quant`` (int8 x and weight, int32 accumulation then
 ``scale`` / ``per_token_scale``), ``antiquant`` (float16/bfloat16 x, int8 or packed-int4 int32
-weight dequantized with ``antiquant_scale`` / ``antiquant_offset``).
+weight dequantized with ``antiquant_scale`` / ``antiquant_offset``), ``a8w4`` / ``a4w4`` (int8
+or packed-int4 x with a packed-int4 weight: :mod:`.lowbit`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 
 from ... import checks, dtypes, targets
 from ...targets import Product
-from . import grouping
+from . import grouping, lowbit
 
 OP = "npu_grouped_matmul"
 MAX_LIST = 128                 # "列表最大长度为128"
@@ -42,13 +43,14 @@ _FLOAT_BIAS = {torch.float16: torch.float16, torch.bfloat16: torch.float32,
 
 @dataclass(frozen=True)
 class Problem:
-    kind: str                  # "float", "quant" or "antiquant"
+    kind: str                  # "float", "quant", "antiquant", "a8w4" or "a4w4"
     group_type: int
     split_item: int
     single_weight: bool        # one [E, k, n] tensor rather than a list of [k, n]
     n_experts: int
     out_dtype: torch.dtype
     int4: bool                 # weight packs 8 int4 values per int32 along its last dim
+    group_list_type: int       # as read (A8W4 reads any group_list as group sizes)
 
 
 def _n_of(w: torch.Tensor) -> int:
@@ -73,7 +75,12 @@ def _expect_none(name: str, value) -> None:
 
 def _kind(x0: torch.Tensor, w0: torch.Tensor, antiquant_scale, product) -> str:
     floats = _FLOATS if product is not None else _FLOATS + (torch.float64,)
-    checks.expect_dtype(x0, floats + (torch.int8,), OP, "x")
+    checks.expect_dtype(x0, floats + (torch.int8, torch.int32), OP, "x")
+    low = lowbit.kind_of(x0, w0)
+    if low is not None:
+        return low
+    if x0.dtype == torch.int32:            # packed int4 x pairs with a packed int4 weight
+        checks.expect_dtype(w0, (torch.int32,), OP, "weight")
     if x0.dtype == torch.int8:
         checks.expect_dtype(w0, (torch.int8,), OP, "weight")
         return "quant"
@@ -110,8 +117,7 @@ def check(x, weight, bias=None, scale=None, offset=None, antiquant_scale=None,
                   repr(act_type), ValueError)
     for name, value in (("activation_input", activation_input),
                         ("activation_quant_scale", activation_quant_scale),
-                        ("activation_quant_offset", activation_quant_offset),
-                        ("offset", offset)):
+                        ("activation_quant_offset", activation_quant_offset)):
         _expect_none(name, value)
     for name, value in (("x_dtype", x_dtype), ("weight_dtype", weight_dtype),
                         ("scale_dtype", scale_dtype),
@@ -126,6 +132,12 @@ def check(x, weight, bias=None, scale=None, offset=None, antiquant_scale=None,
                   ValueError)
     x0, w0 = x[0], weight[0]
     kind = _kind(x0, w0, antiquant_scale, product)
+    if kind != "a8w4":                     # only A8W4's asymmetric form reads an offset
+        _expect_none("offset", offset)
+    if kind in lowbit.KINDS:
+        checks.expect(group_type == 0 and split_item in (2, 3), OP, "group_type",
+                      "0 with split_item 2 or 3 for int4-weight quantized calls (A8W4 / A4W4)",
+                      lambda: f"group_type {group_type}, split_item {split_item}", ValueError)
     for i, t in enumerate(x):
         checks.expect(t.dtype == x0.dtype, OP, f"x[{i}]", f"the dtype of x[0] ({x0.dtype})",
                       t.dtype, TypeError)
@@ -147,13 +159,21 @@ def check(x, weight, bias=None, scale=None, offset=None, antiquant_scale=None,
                          n_experts, kind)
     else:
         _check_k_grouped(x, weight, group_list, group_list_type, kind)
-    out_dtype = _check_quant(kind, x0, w0, scale, per_token_scale, antiquant_scale,
-                             antiquant_offset, act_type, _resolve_out_dtype(output_dtype),
-                             single_weight, n_experts, weight, x)
-    _check_bias(kind, x0, bias, weight, single_weight, n_experts)
+    if kind in lowbit.KINDS:
+        out_dtype = lowbit.check(kind, x, weight, bias, scale, offset, per_token_scale,
+                                 antiquant_scale, antiquant_offset, act_type,
+                                 _resolve_out_dtype(output_dtype), single_weight, product)
+        # A8W4 "会认为group_list_type=1": its group_list always holds the group sizes.
+        group_list_type = 1 if kind == "a8w4" else group_list_type
+    else:
+        out_dtype = _check_quant(kind, x0, w0, scale, per_token_scale, antiquant_scale,
+                                 antiquant_offset, act_type, _resolve_out_dtype(output_dtype),
+                                 single_weight, n_experts, weight, x)
+        _check_bias(kind, x0, bias, weight, single_weight, n_experts)
     if product == Product.ATLAS_INFERENCE:
         _check_310p(x0, w0, group_type, act_type, weight)
-    return Problem(kind, group_type, split_item, single_weight, n_experts, out_dtype, int4)
+    return Problem(kind, group_type, split_item, single_weight, n_experts, out_dtype, int4,
+                   group_list_type)
 
 
 def _check_ungrouped(x, weight, group_list, split_item) -> None:
@@ -202,7 +222,8 @@ def _check_m_grouped(x, weight, group_list, group_list_type, split_item, single_
         checks.expect(wi.shape[-2] == k, OP, f"weight[{i}]", lambda: f"k = {k} rows",
                       lambda wi=wi: f"shape {tuple(wi.shape)}")
     for i, xi in enumerate(x):
-        checks.expect(xi.shape[1] == k, OP, f"x[{i}]", lambda: f"k = {k} columns (weight's k)",
+        kx = xi.shape[1] * (INT4_PER_INT32 if xi.dtype == torch.int32 else 1)
+        checks.expect(kx == k, OP, f"x[{i}]", lambda: f"k = {k} columns (weight's k)",
                       lambda xi=xi: f"shape {tuple(xi.shape)}")
     checks.expect(n_experts <= MAX_GROUPS, OP, "weight", f"at most {MAX_GROUPS} groups",
                   n_experts, ValueError)

@@ -15,6 +15,15 @@ def _int8(*shape):
     return torch.randint(-128, 128, shape, dtype=torch.int8)
 
 
+def _int4_packed(*shape):
+    """Random int32 words: eight arbitrary int4 values each."""
+    return torch.randint(-2 ** 31, 2 ** 31 - 1, shape, dtype=torch.int32)
+
+
+def _scale_words(*shape):
+    return torch.full(shape, 0x3C000000, dtype=torch.int64)
+
+
 def _grouped_matmul() -> None:
     e = _entry("npu_grouped_matmul")
     m_grouped = {"group_list": None, "split_item": 3, "group_type": 0, "group_list_type": 1}
@@ -60,6 +69,17 @@ def _grouped_matmul() -> None:
              [torch.randint(-2 ** 31, 2 ** 31 - 1, (3, 4, 2), dtype=torch.int32)]),
             {"antiquant_scale": [_g(3, 2, 16, dtype=torch.bfloat16)], "group_list": _counts(),
              "split_item": 3, "group_type": 0, "group_list_type": 1})),
+        # int4 values packed 8 per int32; scale words hold float32 0.0078125 in the low word.
+        Sample("a8w4_per_group", lambda: (
+            ([_int8(5, 512)], [_int4_packed(3, 512, 1)]),
+            {"bias": [torch.rand(3, 8)], "scale": [_scale_words(3, 2, 8)],
+             "per_token_scale": [torch.rand(5)], "group_list": _counts(), "split_item": 3,
+             "group_type": 0, "group_list_type": 1, "output_dtype": torch.float16})),
+        Sample("a4w4_per_channel", lambda: (
+            ([_int4_packed(5, 2)], [_int4_packed(3, 16, 1)]),
+            {"scale": [_scale_words(3, 8)], "per_token_scale": [torch.rand(5)],
+             "group_list": _counts().cumsum(0), "split_item": 2, "group_type": 0,
+             "group_list_type": 0, "output_dtype": torch.bfloat16})),
     ]
     e.errors += [
         ErrorSample("group_type_none", lambda: (([_g(5, 4)], [_g(3, 4, 6)]),
