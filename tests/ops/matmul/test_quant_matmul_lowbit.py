@@ -386,6 +386,34 @@ def test_per_block_scales(mode, fmt):
     check_equal(got, t32(want), F32)
 
 
+def test_int8_per_block_g_b_with_bias():
+    """int8 G-B: exact int8 group dot products, the same per-group sum, float32 bias, bf16."""
+    g = torch.Generator().manual_seed(60)
+    m, k, n = 3, 300, 140
+    x1 = torch.randint(-128, 128, (m, k), generator=g, dtype=torch.int8)
+    x2 = torch.randint(-128, 128, (n, k), generator=g, dtype=torch.int8).t()
+    s1, s2, bias = rand_f32((m, 3), 61), rand_f32((3, 2), 62), rand_f32(n, 63) - 1
+    got = na.npu_quant_matmul(x1, x2, s2, pertoken_scale=s1, bias=bias, output_dtype=BF16,
+                              group_sizes=[1, 128, 128])
+    want = per_block_golden(x1.double().numpy(), x2.double().numpy(), s1.numpy(), s2.numpy(),
+                            1)
+    check_equal(got, t32(want) + bias, BF16)
+    i8 = {"dtype": torch.int8}
+    with pytest.raises(ValueError, match=re.escape(
+            "npu_quant_matmul: expected output_dtype torch.bfloat16 for int8 inputs with "
+            "per-block scales")):
+        na.npu_quant_matmul(torch.ones(3, 256, **i8), torch.ones(256, 4, **i8),
+                            torch.rand(2, 1), pertoken_scale=torch.rand(3, 2), output_dtype=F16)
+    with pytest.raises(ValueError, match=re.escape(
+            "npu_quant_matmul: expected pertoken_scale (200, 2) (G-B; int8 has no B-B)")):
+        na.npu_quant_matmul(torch.ones(200, 256, **i8), torch.ones(256, 4, **i8),
+                            torch.rand(2, 1), pertoken_scale=torch.rand(2, 2), output_dtype=BF16)
+    with targets.strict("A2"), pytest.raises(ValueError, match=re.escape(
+            "npu_quant_matmul: expected x1 a k that is a multiple of 4 * 128 on A2 (G-B)")):
+        na.npu_quant_matmul(torch.ones(3, 256, **i8), torch.ones(256, 4, **i8),
+                            torch.rand(2, 1), pertoken_scale=torch.rand(3, 2), output_dtype=BF16)
+
+
 # -- errors and products ---------------------------------------------------------------------------
 
 def _fp8(*shape):

@@ -74,8 +74,9 @@ def _check_unemulated(pertoken_scale_dtype, scale_dtype, group_sizes, y_scale) -
                       "float8 / float4 inputs)", lambda v=v: quant_core.describe_code(v),
                       ValueError)
     checks.expect(not group_sizes, OP, "group_sizes",
-                  "None for int8 / int4 inputs (the G-B int8 and K-G int4 per-group modes are "
-                  "not implemented)", lambda: list(group_sizes), NotImplementedError)
+                  "None for int8 / int4 inputs with 1-D scales (the K-G int4 per-group mode is "
+                  "not implemented; int8 G-B takes 2-D scales)", lambda: list(group_sizes),
+                  NotImplementedError)
     checks.expect(y_scale is None, OP, "y_scale", "None (not implemented)", "a tensor",
                   NotImplementedError)
 
@@ -182,6 +183,12 @@ def check_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=
                             x2_dtype=x2_dtype, pertoken_scale_dtype=pertoken_scale_dtype,
                             scale_dtype=scale_dtype, group_sizes=group_sizes, y_scale=y_scale)
         return
+    if lowbit.is_int8_per_block(x1, scale, pertoken_scale):
+        _check_unemulated(pertoken_scale_dtype, scale_dtype, None, None)
+        lowbit.check_int8_per_block(x1, x2, scale, offset=offset, pertoken_scale=pertoken_scale,
+                                    bias=bias, output_dtype=output_dtype,
+                                    group_sizes=group_sizes, y_scale=y_scale)
+        return
     _check_unemulated(pertoken_scale_dtype, scale_dtype, group_sizes, y_scale)
     out = output_dtype_of(output_dtype)
     m, n, batch = _check_inputs(x1, x2)
@@ -222,6 +229,9 @@ def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, b
                                        x2_dtype=x2_dtype,
                                        pertoken_scale_dtype=pertoken_scale_dtype,
                                        scale_dtype=scale_dtype)
+    if lowbit.is_int8_per_block(x1, scale, pertoken_scale):
+        return lowbit.int8_per_block_reference(x1, x2, scale, pertoken_scale=pertoken_scale,
+                                               bias=bias)
     out = output_dtype_of(output_dtype)
     a, b = unpack_operands(x1, x2)
     acc = integer.int_matmul(a, b)
@@ -304,8 +314,9 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
         ``(n, ceil(k / 64), 2)`` scale with the weight).
     group_sizes : list of int, optional
         ``[group_m, group_n, group_k]``: ``[1, 1, 32]`` (0 entries inferred) in the MX mode.
-        The per-block float32 modes (G-B ``[1, 128, 128]``, B-B ``[128, 128, 128]``), int8
-        G-B and int4 K-G raise NotImplementedError.
+        The per-block float32 modes, G-B ``[1, 128, 128]`` (float8 / hifloat8 / int8) and B-B
+        ``[128, 128, 128]`` (float8 / hifloat8), are selected by 2-D scales; int4 K-G raises
+        NotImplementedError.
     y_scale : Tensor, optional
         The T-CG float8 x float4 mode: raises NotImplementedError.
 

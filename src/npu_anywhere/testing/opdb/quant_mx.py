@@ -72,6 +72,10 @@ def _quant_matmul_lowbit() -> None:
         Sample("per_block_b_b", lambda: ((_fp8(2, 3, 150), _fp8(150, 4), torch.rand(2, 1)), {
             **e4m3, "pertoken_scale": torch.rand(2, 1, 2), "output_dtype": _BF16,
             "group_sizes": [128, 128, 128]})),
+        Sample("int8_g_b_bias", lambda: ((torch.randint(-9, 9, (3, 200), dtype=torch.int8),
+                                          torch.randint(-9, 9, (200, 5), dtype=torch.int8),
+                                          torch.rand(2, 1)), {
+            "pertoken_scale": torch.rand(3, 2), "bias": torch.rand(5), "output_dtype": _BF16})),
         Sample("mx_fp4", lambda: ((_codes(3, 32), _codes(4, 32).t(),
                                    _codes(4, 1, 2, lo=124, hi=130).transpose(0, 1)), {
             **mx, "x1_dtype": 296, "x2_dtype": 296,
