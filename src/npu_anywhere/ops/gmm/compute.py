@@ -13,8 +13,9 @@ Numerics (op-plugin golden ``test/test_custom_ops/test_npu_grouped_matmul.py``):
 
 * float: ``y = x @ w + bias`` accumulated in float32, rounded once to x's dtype;
 * quant (int8): exact int32 ``acc = x @ w + bias``; float32 ``acc * scale`` (then
-  ``* per_token_scale``, then the activation); int8 output: ``rint(acc * scale + offset)``
-  saturated to [-128, 127], with scale and offset unpacked from npu_trans_quant_param's word;
+  ``* per_token_scale``, then a bfloat16 bias if given, then the activation); int8 output:
+  ``rint(acc * scale + offset)`` saturated to [-128, 127], with scale and offset unpacked
+  from npu_trans_quant_param's word;
 * antiquant: ``w' = (w + antiquant_offset) * antiquant_scale`` in float32 (per channel, or per
   group of k), ``y = x @ w' + bias`` in float32, rounded once.
 """
@@ -144,8 +145,9 @@ def quant_groups(x2: torch.Tensor, segments: list[Segment], weight: Params, bias
         rows = slice(seg.start, seg.start + seg.length)
         acc = int_mm(x2[rows], weight[seg.expert])
         b = bias[seg.expert]
-        if b is not None:
+        if b is not None and b.dtype == torch.int32:
             acc = acc + b
+            b = None                        # a bfloat16 bias waits for the epilogue
         if not scale:
             y[rows] = acc
             continue
@@ -157,6 +159,8 @@ def quant_groups(x2: torch.Tensor, segments: list[Segment], weight: Params, bias
         v = acc.to(torch.float32) * s.to(torch.float32)
         if per_token_scale is not None:
             v = v * per_token_scale[rows].unsqueeze(-1)
+        if b is not None:
+            v = v + b.to(torch.float32)     # formula 3-2: after per_token_scale, before act
         y[rows] = activation(v, act_type).to(out_dtype)
     return y
 

@@ -169,7 +169,7 @@ def check(x, weight, bias=None, scale=None, offset=None, antiquant_scale=None,
         out_dtype = _check_quant(kind, x0, w0, scale, per_token_scale, antiquant_scale,
                                  antiquant_offset, act_type, _resolve_out_dtype(output_dtype),
                                  single_weight, n_experts, weight, x)
-        _check_bias(kind, x0, bias, weight, single_weight, n_experts)
+        _check_bias(kind, x0, bias, weight, single_weight, n_experts, scale, per_token_scale)
     if product == Product.ATLAS_INFERENCE:
         _check_310p(x0, w0, group_type, act_type, weight)
     return Problem(kind, group_type, split_item, single_weight, n_experts, out_dtype, int4,
@@ -396,15 +396,23 @@ def _check_antiquant(x0, w0, antiquant_scale, antiquant_offset, single_weight, n
                           NotImplementedError)
 
 
-def _check_bias(kind, x0, bias, weight, single_weight, n_experts) -> None:
+def _check_bias(kind, x0, bias, weight, single_weight, n_experts, scale=None,
+                per_token_scale=None) -> None:
     if bias is None:
         return
-    if kind == "quant":
-        want = torch.int32
-    else:
-        want = _FLOAT_BIAS[x0.dtype]
+    want = (torch.int32,) if kind == "quant" else (_FLOAT_BIAS[x0.dtype],)
+    if kind == "quant" and bias[0].dtype != torch.int32:
+        # Formulas 2-2 / 3-2: a float bias added after dequantization.  The kernel
+        # (grouped_matmul_quant_mixcore.h, its bias epilogue) has it for a bfloat16 bias on
+        # the per-token path with a float scale; the other float biases have none.
+        checks.expect(bias[0].dtype == torch.bfloat16 and per_token_scale is not None
+                      and scale is not None and scale[0].dtype != torch.int64, OP, "bias",
+                      "int32, or bfloat16 with per_token_scale and a float scale (other "
+                      "float biases of int8 x are not emulated)", bias[0].dtype,
+                      NotImplementedError)
+        want = (torch.bfloat16,)
     for i, t in enumerate(bias):
-        checks.expect_dtype(t, (want,), OP, f"bias[{i}]")
+        checks.expect_dtype(t, want, OP, f"bias[{i}]")
     ns = _ns(weight, single_weight)
     _per_expert("bias", bias, single_weight, n_experts, (ns[0],), [(n,) for n in ns])
 
