@@ -1,4 +1,5 @@
-"""Op database entries of the routing-map permute (+ its backward) and the EPLB expert update."""
+"""Op database entries of the routing-map permute / unpermute (+ their backward ops) and the EPLB
+expert update."""
 
 from __future__ import annotations
 
@@ -70,6 +71,59 @@ def _permute() -> None:
     ]
 
 
+def _unpermute() -> None:
+    # Index inputs built as op-plugin's golden builds them, for _map() (5 tokens, 4 experts,
+    # 2 ones per row): no padding, the slot rows; padding (capacity 2), each row's token.
+    op = "npu_moe_token_unpermute_with_routing_map"
+    slots = lambda: torch.tensor([0, 5, 1, 6, 2, 7, 3, 8, 4, 9], dtype=_I32)  # noqa: E731
+    padded = lambda: torch.tensor([0, 3, 1, 2, 4, 0, 2, 3], dtype=_I32)      # noqa: E731
+    u = entry(op)
+    u.samples += [
+        Sample("topk2_probs_bf16_fp32_probs", lambda: (
+            (torch.randn(10, 6).to(torch.bfloat16), slots(), [5, 6]),
+            {"probs": torch.rand(5, 4), "routing_map": _map()})),
+        Sample("topk2_no_probs", lambda: ((torch.randn(10, 3), slots(), [5, 3]), {})),
+        Sample("drop_and_pad_fp64_probs", lambda: (
+            (torch.randn(8, 3, dtype=torch.float64), padded(), [5, 3]),
+            {"probs": torch.rand(5, 4, dtype=torch.float64),
+             "routing_map": _map(dtype=torch.int8), "drop_and_pad": True})),
+    ]
+    u.errors += [
+        ErrorSample("rows", lambda: ((torch.randn(9, 6), slots(), [5, 6]), {}), RuntimeError,
+                    f"{op}: expected permuted_tokens sorted_indices.size"),
+        ErrorSample("restore_shape", lambda: ((torch.randn(10, 6), slots(), [5, 4]), {}),
+                    ValueError, f"{op}: expected restore_shape"),
+        ErrorSample("probs_without_map", lambda: ((torch.randn(10, 6), slots(), [5, 6]), {
+            "probs": torch.rand(5, 4)}), ValueError, f"{op}: expected routing_map a tensor"),
+    ]
+    f = entry("_" + op)
+    f.samples += [
+        Sample("drop_and_pad_probs", lambda: ((torch.randn(8, 3), padded(), [5, 3]), {
+            "probs": torch.rand(5, 4), "routing_map": _map(), "drop_and_pad": True})),
+        Sample("topk2_fp16_no_probs", lambda: (
+            (torch.randn(10, 3).to(torch.float16), slots(), [5, 3]), {})),
+    ]
+    g = entry(op + "_grad")
+    order = lambda: torch.sort(padded(), stable=True)  # noqa: E731
+    g.samples += [
+        Sample("topk2_probs", lambda: ((torch.randn(5, 6), slots(), slots(), _map(),
+                                        torch.randn(10, 6), torch.rand(5, 4), False, [5, 6]),
+                                       {})),
+        Sample("drop_and_pad_probs_bf16", lambda: (
+            (torch.randn(5, 3).to(torch.bfloat16), order()[1].to(_I32), order()[0].to(_I32),
+             _map(), torch.randn(8, 3).to(torch.bfloat16), torch.rand(5, 4).to(torch.bfloat16),
+             True, [5, 3]), {})),
+        Sample("drop_and_pad_no_probs", lambda: (
+            (torch.randn(5, 3), order()[1].to(_I32), order()[0].to(_I32), None, None, None,
+             True, [5, 3]), {})),
+    ]
+    g.errors += [
+        ErrorSample("permuted_missing", lambda: ((torch.randn(5, 6), slots(), slots(), _map(),
+                                                  None, torch.rand(5, 4), False, [5, 6]), {}),
+                    ValueError, f"{op}_grad: expected permuted_tokens a tensor"),
+    ]
+
+
 def _table():
     # 6 logical experts, F = 4: instance counts 1..3, physical ids in columns 1..3.
     return torch.tensor([[1, 4, 0, 0], [2, 0, 7, 0], [3, 1, 2, 3], [1, 6, 0, 0],
@@ -103,4 +157,5 @@ def _update_expert() -> None:
 
 
 _permute()
+_unpermute()
 _update_expert()
