@@ -414,6 +414,43 @@ def test_int8_per_block_g_b_with_bias():
                             torch.rand(2, 1), pertoken_scale=torch.rand(3, 2), output_dtype=BF16)
 
 
+def pack_int4_words(v: torch.Tensor) -> torch.Tensor:
+    """int4 values (..., 8j) -> int32 words, element i of each eight in bits 4i .. 4i + 3."""
+    nib = (v.to(torch.int64) & 0xF).reshape(*v.shape[:-1], -1, 8)
+    word = sum(nib[..., i] << (4 * i) for i in range(8))
+    return torch.where(word >= 2 ** 31, word - 2 ** 32, word).to(torch.int32)
+
+
+@pytest.mark.parametrize("out", [BF16, F16])
+def test_int4_per_group_k_g(out):
+    """K-G: out = x1s * sum_g float32(x1_g @ (x2_g - off_g)) * x2s_g, groups of 256 along k."""
+    g = torch.Generator().manual_seed(70)
+    m, k, n = 3, 1024, 256
+    v1 = torch.randint(-8, 8, (m, k), generator=g)
+    w = torch.randint(-8, 8, (n, k), generator=g)                 # weight (n, k)
+    scale = rand_f32((k // 256, n), 71) * 0.01
+    offset = torch.randint(-3, 4, (k // 256, n), generator=g).to(F16) + 0.5
+    pertoken = rand_f32((m, 1), 72)
+    got = na.npu_quant_matmul(pack_int4_words(v1), pack_int4_words(w).t(), scale,
+                              offset=offset, pertoken_scale=pertoken, output_dtype=out,
+                              group_sizes=[1, 1, 256])
+    a, bm = v1.double().numpy(), w.double().numpy().T
+    acc = np.zeros((m, n), np.float32)
+    for j in range(k // 256):
+        xa, xb = a[:, j * 256:(j + 1) * 256], bm[j * 256:(j + 1) * 256]
+        exact = xa @ xb - xa.sum(1, keepdims=True) * offset[j].double().numpy()   # exact
+        acc = (acc + exact.astype(np.float32) * scale[j].numpy()).astype(np.float32)
+    check_equal(got, t32(acc) * pertoken, out)
+    with pytest.raises(ValueError, match=re.escape(
+            "npu_quant_matmul: expected offset the float16 (ceil(k / 256), n) weight offset")):
+        na.npu_quant_matmul(pack_int4_words(v1), pack_int4_words(w).t(), scale,
+                            pertoken_scale=pertoken, output_dtype=out)
+    with targets.strict("A2"), pytest.raises(ValueError, match=re.escape(
+            "npu_quant_matmul: expected output_dtype torch.bfloat16 on A2 (K-G)")):
+        na.npu_quant_matmul(pack_int4_words(v1), pack_int4_words(w).t(), scale, offset=offset,
+                            pertoken_scale=pertoken, output_dtype=F16)
+
+
 # -- errors and products ---------------------------------------------------------------------------
 
 def _fp8(*shape):

@@ -325,65 +325,6 @@ def _check_per_block(x1, x2, scale, pertoken_scale, bias, group_sizes, m, k, n) 
                   ValueError)
 
 
-INT8_GB_SUPPORTED = frozenset({Product.A2, Product.A3, Product.ASCEND_950})
-
-
-def is_int8_per_block(x1, scale, pertoken_scale) -> bool:
-    return x1.dtype == torch.int8 and (scale.dim() >= 2 or (
-        pertoken_scale is not None and pertoken_scale.dim() >= 2))
-
-
-def check_int8_per_block(x1, x2, scale, *, offset, pertoken_scale, bias, output_dtype,
-                         group_sizes, y_scale) -> None:
-    """int8 G-B (aclnnQuantMatmulV5): float32 (m, ceil(k / 128)) and (ceil(k / 128),
-    ceil(n / 128)) scales, float32 bias, bfloat16 output; no B-B for int8."""
-    checks.expect_dtype(x2, (torch.int8,), OP, "x2")
-    for name, t in (("x1", x1), ("x2", x2)):
-        checks.expect(2 <= t.dim() <= 6, OP, name, "a tensor with 2 to 6 dims",
-                      lambda t=t: f"shape {tuple(t.shape)}", ValueError)
-        checks.expect_nonempty(t, OP, name)
-    m, k, k2, n = x1.shape[-2], x1.shape[-1], x2.shape[-2], x2.shape[-1]
-    checks.expect(k == k2, OP, "x2", lambda: f"a k dim equal to x1's ({k})", k2, RuntimeError)
-    try:
-        batch = tuple(torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]))
-    except RuntimeError:
-        batch = None
-    checks.expect(batch is not None, OP, "x2", lambda: f"batch dims broadcastable with x1's "
-                  f"{tuple(x1.shape[:-2])}", lambda: tuple(x2.shape[:-2]), RuntimeError)
-    code = _code(output_dtype)
-    checks.expect(code == 15, OP, "output_dtype",
-                  "torch.bfloat16 for int8 inputs with per-block scales (G-B)",
-                  lambda: quant_core.describe_code(output_dtype), ValueError)
-    checks.expect(offset is None, OP, "offset", "None in the G-B mode", "a tensor", ValueError)
-    checks.expect(y_scale is None, OP, "y_scale", "None (not implemented)", "a tensor",
-                  NotImplementedError)
-    _check_per_block(x1, x2, scale, pertoken_scale, bias, group_sizes, m, k, n)
-    checks.expect(block_group_m(pertoken_scale, m) == 1 or m == -(-m // GROUP), OP,
-                  "pertoken_scale", lambda: f"({m}, {-(-k // GROUP)}) (G-B; int8 has no B-B)",
-                  lambda: f"shape {tuple(pertoken_scale.shape)}", ValueError)
-    if bias is not None:
-        _check_bias(bias, n, batch)
-    named = {"x1": x1, "x2": x2, "scale": scale, "pertoken_scale": pertoken_scale}
-    if bias is not None:
-        named["bias"] = bias
-    checks.expect_same_device(named, OP)
-    product = targets.expect_supported(OP, INT8_GB_SUPPORTED)
-    if product in (Product.A2, Product.A3):
-        rule = f"on {product.value} (G-B)"
-        checks.expect(k % 512 == 0, OP, "x1", f"a k that is a multiple of 4 * 128 {rule}", k,
-                      ValueError)
-        checks.expect(n % 256 == 0, OP, "x2", f"an n that is a multiple of 256 {rule}", n,
-                      ValueError)
-
-
-def int8_per_block_reference(x1, x2, scale, *, pertoken_scale, bias) -> torch.Tensor:
-    """The G-B sum with exact int8 group dot products; bias added in float32; bfloat16."""
-    v = _per_block(x1.to(torch.float64), x2.to(torch.float64), scale, pertoken_scale)
-    if bias is not None:
-        v = v + bias
-    return v.to(torch.bfloat16)
-
-
 def _check_per_channel(scale, pertoken_scale, group_sizes, m, n) -> None:
     """T-C / T-T / K-C / K-T: 1-D scales."""
     checks.expect(not group_sizes, OP, "group_sizes",
@@ -459,3 +400,4 @@ def lowbit_reference(x1, x2, scale, *, pertoken_scale, bias, output_dtype, x1_dt
     if bias is not None:
         v = v + bias
     return v.to(out)
+

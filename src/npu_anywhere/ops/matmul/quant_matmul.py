@@ -1,6 +1,7 @@
 """torch_npu.npu_quant_matmul: int8 x int8 (or int4 x int4 packed in int32) matmul with exact
 int32 accumulation, then dequantization; the Ascend 950's float8 / hifloat8 / MX float8 / MX
-float4 inputs are in ``_quant_matmul_lowbit.py``.
+float4 inputs are in ``_quant_matmul_lowbit.py``, the int8 G-B and int4 K-G per-group modes
+in ``_quant_matmul_int_groups.py``.
 
 Formulas (aclnnQuantMatmulV4, hicann/ops-nn ``matmul/quant_batch_matmul_v3/docs/
 aclnnQuantMatmulV4.md``; acc = x1 @ x2 in int32)::
@@ -28,6 +29,7 @@ from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from ..quant import core as quant_core
 from ..quant.trans_quant_param import trans_quant_param_reference
+from . import _quant_matmul_int_groups as int_groups
 from . import _quant_matmul_lowbit as lowbit
 from . import integer
 
@@ -74,9 +76,8 @@ def _check_unemulated(pertoken_scale_dtype, scale_dtype, group_sizes, y_scale) -
                       "float8 / float4 inputs)", lambda v=v: quant_core.describe_code(v),
                       ValueError)
     checks.expect(not group_sizes, OP, "group_sizes",
-                  "None for int8 / int4 inputs with 1-D scales (the K-G int4 per-group mode is "
-                  "not implemented; int8 G-B takes 2-D scales)", lambda: list(group_sizes),
-                  NotImplementedError)
+                  "None for int8 inputs with 1-D scales (int8 G-B takes 2-D scales, int4 K-G "
+                  "2-D scale and offset)", lambda: list(group_sizes), ValueError)
     checks.expect(y_scale is None, OP, "y_scale", "None (not implemented)", "a tensor",
                   NotImplementedError)
 
@@ -183,11 +184,21 @@ def check_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=
                             x2_dtype=x2_dtype, pertoken_scale_dtype=pertoken_scale_dtype,
                             scale_dtype=scale_dtype, group_sizes=group_sizes, y_scale=y_scale)
         return
-    if lowbit.is_int8_per_block(x1, scale, pertoken_scale):
+    if int_groups.is_int8_per_block(x1, scale, pertoken_scale):
         _check_unemulated(pertoken_scale_dtype, scale_dtype, None, None)
-        lowbit.check_int8_per_block(x1, x2, scale, offset=offset, pertoken_scale=pertoken_scale,
-                                    bias=bias, output_dtype=output_dtype,
-                                    group_sizes=group_sizes, y_scale=y_scale)
+        int_groups.check_int8_per_block(x1, x2, scale, offset=offset,
+                                        pertoken_scale=pertoken_scale, bias=bias,
+                                        output_dtype=output_dtype, group_sizes=group_sizes,
+                                        y_scale=y_scale)
+        return
+    if int_groups.is_int4_per_group(x1, scale, offset, group_sizes):
+        _check_unemulated(pertoken_scale_dtype, scale_dtype, None, None)
+        m, n, _ = _check_inputs(x1, x2)
+        k, _, _ = _logical_kn(x1, x2)
+        int_groups.check_int4_per_group(x1, x2, scale, offset=offset,
+                                        pertoken_scale=pertoken_scale, bias=bias,
+                                        output_dtype=output_dtype, group_sizes=group_sizes,
+                                        y_scale=y_scale, m=m, k=k, n=n)
         return
     _check_unemulated(pertoken_scale_dtype, scale_dtype, group_sizes, y_scale)
     out = output_dtype_of(output_dtype)
@@ -229,9 +240,13 @@ def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, b
                                        x2_dtype=x2_dtype,
                                        pertoken_scale_dtype=pertoken_scale_dtype,
                                        scale_dtype=scale_dtype)
-    if lowbit.is_int8_per_block(x1, scale, pertoken_scale):
-        return lowbit.int8_per_block_reference(x1, x2, scale, pertoken_scale=pertoken_scale,
-                                               bias=bias)
+    if int_groups.is_int8_per_block(x1, scale, pertoken_scale):
+        return int_groups.int8_per_block_reference(x1, x2, scale,
+                                                   pertoken_scale=pertoken_scale, bias=bias)
+    if int_groups.is_int4_per_group(x1, scale, offset, group_sizes):
+        a, b = unpack_operands(x1, x2)
+        return int_groups.int4_per_group_reference(
+            a, b, scale, offset, pertoken_scale, lowbit.OUT_CODES[lowbit._code(output_dtype)])
     out = output_dtype_of(output_dtype)
     a, b = unpack_operands(x1, x2)
     acc = integer.int_matmul(a, b)
@@ -315,8 +330,9 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
     group_sizes : list of int, optional
         ``[group_m, group_n, group_k]``: ``[1, 1, 32]`` (0 entries inferred) in the MX mode.
         The per-block float32 modes, G-B ``[1, 128, 128]`` (float8 / hifloat8 / int8) and B-B
-        ``[128, 128, 128]`` (float8 / hifloat8), are selected by 2-D scales; int4 K-G raises
-        NotImplementedError.
+        ``[128, 128, 128]`` (float8 / hifloat8), are selected by 2-D scales; int4 K-G
+        ``[1, 1, 256]`` by a 2-D float32 scale and float16 offset ``(ceil(k / 256), n)``:
+        ``out = pertoken_scale * sum_g (x1_g @ (x2_g - offset_g)) * scale_g``.
     y_scale : Tensor, optional
         The T-CG float8 x float4 mode: raises NotImplementedError.
 

@@ -77,7 +77,7 @@ def _quant_matmul() -> None:
         ValueError, "npu_quant_matmul: expected bias one of the shapes"))
     err.append(ErrorSample("group_sizes", lambda: (
         (_i8(3, 8), _i8(8, 4), torch.rand(4)), {"group_sizes": [1, 1, 4]}),
-        NotImplementedError, "npu_quant_matmul: expected group_sizes None"))
+        ValueError, "npu_quant_matmul: expected group_sizes None"))
     err.append(ErrorSample("output_float32", lambda: (
         (_i8(3, 8), _i8(8, 4), torch.rand(4)), {"output_dtype": _F32}), ValueError,
         "npu_quant_matmul: expected output_dtype torch.int8, torch.float16"))

@@ -76,6 +76,13 @@ def _quant_matmul_lowbit() -> None:
                                           torch.randint(-9, 9, (200, 5), dtype=torch.int8),
                                           torch.rand(2, 1)), {
             "pertoken_scale": torch.rand(3, 2), "bias": torch.rand(5), "output_dtype": _BF16})),
+        Sample("int4_k_g", lambda: ((torch.randint(-2 ** 31, 2 ** 31 - 1, (2, 128),
+                                                   dtype=torch.int32),
+                                     torch.randint(-2 ** 31, 2 ** 31 - 1, (256, 128),
+                                                   dtype=torch.int32).t(),
+                                     torch.rand(4, 256) * 0.01), {
+            "offset": torch.randn(4, 256).half(), "pertoken_scale": torch.rand(2, 1),
+            "output_dtype": _BF16, "group_sizes": [1, 1, 256]})),
         Sample("mx_fp4", lambda: ((_codes(3, 32), _codes(4, 32).t(),
                                    _codes(4, 1, 2, lo=124, hi=130).transpose(0, 1)), {
             **mx, "x1_dtype": 296, "x2_dtype": 296,
