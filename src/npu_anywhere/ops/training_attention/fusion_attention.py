@@ -207,6 +207,8 @@ def _setup_context(ctx, inputs, output):
                 if k not in ("query", "key", "value", "pse", "atten_mask", "sink", "seed",
                              "offset", "padding_mask", "dropout_mask")}
     ctx.draw = (seed, offset, numels)
+    # the grad op has no dropout_mask input (derivatives.yaml): a caller's mask is kept here
+    ctx.dropout_mask = a["dropout_mask"] if a["keep_prob"] < 1.0 else None
     ctx.save_for_backward(a["query"], a["key"], a["value"], a["pse"], a["atten_mask"],
                           a["sink"], attention, softmax_max, softmax_sum)
 
@@ -217,15 +219,24 @@ def _backward(ctx, grad_attention, *unused):
     if grad_attention is None:
         grad_attention = torch.zeros_like(attention)
     seed, offset, numels = ctx.draw
-    dq, dk, dv, dpse, dsink = fusion_attention_grad_op(
-        q, k, v, grad_attention, a["head_num"], a["input_layout"], pse=pse, atten_mask=mask,
-        softmax_max=smax, softmax_sum=ssum, attention_in=attention, scale_value=a["scale"],
-        keep_prob=a["keep_prob"], pre_tockens=a["pre_tockens"], next_tockens=a["next_tockens"],
-        inner_precise=a["inner_precise"], seed=seed, offset=offset, numels=numels,
-        prefix=a["prefix"], actual_seq_qlen=a["actual_seq_qlen"],
-        actual_seq_kvlen=a["actual_seq_kvlen"], sparse_mode=a["sparse_mode"],
-        gen_mask_parallel=a["gen_mask_parallel"], sync=a["sync"],
+    kwargs = dict(
+        pse=pse, atten_mask=mask, softmax_max=smax, softmax_sum=ssum, attention_in=attention,
+        scale_value=a["scale"], keep_prob=a["keep_prob"], pre_tockens=a["pre_tockens"],
+        next_tockens=a["next_tockens"], inner_precise=a["inner_precise"], seed=seed,
+        offset=offset, numels=numels, prefix=a["prefix"],
+        actual_seq_qlen=a["actual_seq_qlen"], actual_seq_kvlen=a["actual_seq_kvlen"],
+        sparse_mode=a["sparse_mode"], gen_mask_parallel=a["gen_mask_parallel"], sync=a["sync"],
         softmax_layout=a["softmax_layout"], sink=sink)
+    if ctx.dropout_mask is None:
+        dq, dk, dv, dpse, dsink = fusion_attention_grad_op(
+            q, k, v, grad_attention, a["head_num"], a["input_layout"], **kwargs)
+    else:
+        # the NPU regenerates the caller's mask from its seed / offset (Philox); here the
+        # forward's bits are used as they are (eager only: the grad op cannot carry them)
+        g = grad_args(q, k, v, grad_attention, a["head_num"], a["input_layout"], kwargs)
+        p = fa_core.check_grad(GRAD_OP, g)
+        g["dropout_mask"] = ctx.dropout_mask
+        dq, dk, dv, dpse, dsink = fa_core.grad(p, g, seed, offset, use_flash=False)
     grads = [None] * len(FORWARD_ARGS)
     grads[0], grads[1], grads[2] = dq, dk, dv
     grads[FORWARD_ARGS.index("pse")] = dpse if pse is not None else None
@@ -279,8 +290,13 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
     head_num : int
         Nq.
     pse : Tensor, optional
-        Added to ``q k^T`` before the scale: BNSS, BN1Skv or 1NSS, the inputs' dtype.  The
-        alibi-compressed ``[., N, 1024, Skv]`` form and TND pse are not emulated.
+        Added to ``q k^T`` before the scale, the inputs' dtype: BNSS, BN1Skv or 1NSS; for
+        Sq > 1024 also the alibi-compressed ``ori_pse[:, :, -1024:, :]`` (``[B|1, N, 1024,
+        Skv]``, Sq == Skv, a lower-triangle mask: sparse_mode 2 / 3, or 0 with next_tockens 0).
+        TND: a flat tensor of ``N * sum(Skv_b)`` (per sequence ``[N, 1, Skv_b]``) or
+        ``N * sum(Sq_b Skv_b)`` (``[N, Sq_b, Skv_b]``) values, or the alibi-compressed
+        ``[B|1, N, 1024, max Skv]`` (every Sq_b == Skv_b, lower triangle); no sequence of
+        length 0.  See :mod:`.fa_pse`.
     padding_mask : None
         Not supported by the op (must be None).
     atten_mask : Tensor, optional
@@ -313,8 +329,13 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
         npu_ring_attention_update reads.
     sink : Tensor, optional
         ``[Nq]`` extra logits (op-plugin's newer schema).
-    dropout_mask : None
-        A caller-supplied keep-mask is not emulated.
+    dropout_mask : Tensor, optional
+        uint8, a caller's bit-packed keep-mask (``_npu_dropout_gen_mask(x, [B, N, Sq, Skv],
+        p=1 - keep_prob, seed, offset)``): element ``e`` of ``[B, N, Sq, Skv]`` (TND: the
+        sequences' ``[N, Sq_b, Skv_b]`` one after the other) is kept when bit ``e % 8`` of byte
+        ``e // 8`` is 1 (least significant bit first); at least ``ceil(numels / 8)`` bytes.
+        Used instead of the op's own mask (only when keep_prob < 1), in the forward and in
+        its autograd backward; ``seed`` / ``offset`` are returned as given.
     seed, offset : int
         0: draw a fresh keep-mask seed; nonzero: regenerate the mask of a previous call.
 
@@ -333,6 +354,8 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
 
     Notes
     -----
+    Calls the fused CPU kernels cannot take (masks other than top-left causal, pse, sink,
+    dropout, TND) run on online-softmax tiles (:mod:`.fa_tiled`) that skip fully masked tiles.
     The keep-mask is not the NPU's Philox stream: it is drawn by ``torch.Generator`` seeded from a
     hash of (seed, offset, 64-row chunk), the same in the forward, the grad and any
     recomputation.  The fused-kernel path (dense, no pse / sink / dropout, no or top-left causal
