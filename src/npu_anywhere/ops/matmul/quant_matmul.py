@@ -68,8 +68,15 @@ def _logical_kn(x1: torch.Tensor, x2: torch.Tensor) -> tuple[int, int, int]:
     return x1.shape[-1] * 8, x2.shape[-2] * 8, x2.shape[-1]   # (n, k // 8) transposed
 
 
-def _check_unemulated(pertoken_scale_dtype, scale_dtype, group_sizes, y_scale) -> None:
+def _check_unemulated(pertoken_scale_dtype, scale_dtype, group_sizes, y_scale,
+                      x1=None, x2=None) -> None:
     """What remains outside the emulation for int8 / int4 inputs."""
+    if x1 is not None and group_sizes:
+        # A8W4 (aclnnQuantMatmulV5 K-G): int8 x1, int4-packed int32 x2, per-group int64
+        # scales and y_offset
+        checks.expect(not (x1.dtype == torch.int8 and x2.dtype == torch.int32), OP, "x2",
+                      "int8 like x1 (the A8W4 mode, int8 x1 with an int4-packed int32 x2 and "
+                      "y_offset, is not implemented)", "dtype torch.int32", NotImplementedError)
     for name, v in (("pertoken_scale_dtype", pertoken_scale_dtype), ("scale_dtype", scale_dtype)):
         checks.expect(v is None, OP, name,
                       "None for int8 / int4 inputs (it reinterprets MX float8_e8m0 scales of "
@@ -185,7 +192,7 @@ def check_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=
                             scale_dtype=scale_dtype, group_sizes=group_sizes, y_scale=y_scale)
         return
     if int_groups.is_int8_per_block(x1, scale, pertoken_scale):
-        _check_unemulated(pertoken_scale_dtype, scale_dtype, None, None)
+        _check_unemulated(pertoken_scale_dtype, scale_dtype, None, None, x1, x2)
         int_groups.check_int8_per_block(x1, x2, scale, offset=offset,
                                         pertoken_scale=pertoken_scale, bias=bias,
                                         output_dtype=output_dtype, group_sizes=group_sizes,
@@ -200,7 +207,7 @@ def check_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=
                                         output_dtype=output_dtype, group_sizes=group_sizes,
                                         y_scale=y_scale, m=m, k=k, n=n)
         return
-    _check_unemulated(pertoken_scale_dtype, scale_dtype, group_sizes, y_scale)
+    _check_unemulated(pertoken_scale_dtype, scale_dtype, group_sizes, y_scale, x1, x2)
     out = output_dtype_of(output_dtype)
     m, n, batch = _check_inputs(x1, x2)
     _check_vector("scale", scale, (1, n), _SCALE_DTYPES)
