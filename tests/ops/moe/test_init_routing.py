@@ -290,8 +290,10 @@ def test_v2_bad_inputs():
         f(x, e, expert_num=4, drop_pad_mode=1)
     with pytest.raises(ValueError, match="expected active_expert_range 0 <= expert_start"):
         f(x, e, expert_num=4, active_expert_range=[3, 2])
-    with pytest.raises(NotImplementedError, match="expected quant_mode -1, 0 or 1"):
-        f(x, e, expert_num=4, quant_mode=2)
+    with pytest.raises(NotImplementedError, match="expected quant_mode -1, 0, 1, 2 or 3"):
+        f(x, e, expert_num=4, quant_mode=6)
+    with pytest.raises(ValueError, match="expected quant_mode one of"):
+        f(x, e, expert_num=4, quant_mode=4)
     with pytest.raises(ValueError, match="expected quant_mode -1 for an int8 x"):
         f(x.to(torch.int8), e, expert_num=4, quant_mode=1)
     with pytest.raises(RuntimeError, match="expected scale shape \\(1, H\\)"):

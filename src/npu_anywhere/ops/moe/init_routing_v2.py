@@ -20,6 +20,11 @@ test/test_custom_ops/test_npu_moe_init_routing_v2.py ``cpu_op_exec`` is the gold
     quant_mode  0 (static): int8(clip(rint(fp16(fp16(x) * fp16(scale)) + fp16(offset))))
     quant_mode  1 (dynamic): v = x (* scale[e - expert_start] or scale[0]);
         expanded_scale = max|v| / 127;  expanded_x = int8(round_half_even(v / expanded_scale))
+    quant_mode 2 / 3 (MXFP8 RoundScale, float8_e5m2 / float8_e4m3fn): blocks of 32 along H,
+        shared_exp = max(floor(log2 max|block|) - emax, -127) (emax 15 / 8),
+        expanded_x = saturate(round_half_even(x / 2**shared_exp)) on the float8 grid,
+        expanded_scale = float8_e8m0 2**shared_exp, (rows, CeilAlign(CeilDiv(H, 32), 2))
+        (the op-plugin page's ``simplified_mx_quantize`` golden; :mod:`..quant.mx`)
 
 Rows past the valid ones (and empty capacity slots) are zero here; the NPU leaves them
 undefined.  Output shapes depend on metadata only (op-plugin's meta function), never on values.
@@ -33,6 +38,7 @@ from ... import checks, targets
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from ..quant import core as qcore
+from ..quant import mx
 from ._routing import FLOAT_DTYPES, expect_int32_ids, stable_sort
 
 OP = "npu_moe_init_routing_v2"
@@ -47,8 +53,11 @@ _INT32_MAX = 2 ** 31 - 1
 _MAX_EXPERTS = 10240
 _MAX_EXPERTS_KEY_VALUE = 5120
 _INT8 = qcore.format_of(torch.int8)
-# op-plugin's schema lists MX / float8 / int4 / hifloat8 quant modes for newer products.
-_LATER_QUANT_MODES = (2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17)
+# The MXFP8 RoundScale modes: the element format of expanded_x.
+_MX_MODES = {2: mx.FORMATS["float8_e5m2"], 3: mx.FORMATS["float8_e4m3fn"]}
+# The page's other modes: HIF8 (6, 7, 8), MXFP4 (9), FP8 per-block (11, 12), INT4 (13),
+# MXFP8 with an amax clamp (16, 17); the page gives no golden for them.
+_NOT_EMULATED_QUANT_MODES = (6, 7, 8, 9, 11, 12, 13, 16, 17)
 
 
 def _expert_range(active_expert_range, expert_num) -> tuple[int, int]:
@@ -72,10 +81,11 @@ def check_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_num=
     checks.expect_one_of(drop_pad_mode, (0, 1), op, "drop_pad_mode")
     checks.expect_one_of(expert_tokens_num_type, (0, 1, 2), op, "expert_tokens_num_type")
     checks.expect_one_of(row_idx_type, (0, 1), op, "row_idx_type")
-    if quant_mode in _LATER_QUANT_MODES:
-        checks.expect(False, op, "quant_mode", "-1, 0 or 1 (the MX / float8 / int4 modes are not "
-                      "emulated)", repr(quant_mode), NotImplementedError)
-    checks.expect_one_of(quant_mode, (-1, 0, 1), op, "quant_mode")
+    if quant_mode in _NOT_EMULATED_QUANT_MODES:
+        checks.expect(False, op, "quant_mode", "-1, 0, 1, 2 or 3 (the HIF8 / MXFP4 / FP8 "
+                      "per-block / INT4 / amax-clamped MXFP8 modes are not emulated)",
+                      repr(quant_mode), NotImplementedError)
+    checks.expect_one_of(quant_mode, (-1, 0, 1, 2, 3), op, "quant_mode")
     checks.expect(x_dtype is None, op, "x_dtype", "None (hifloat8 / int4 inputs are not "
                   "emulated)", repr(x_dtype), NotImplementedError)
     limit = _MAX_EXPERTS_KEY_VALUE if expert_tokens_num_type == 2 else _MAX_EXPERTS
@@ -118,6 +128,10 @@ def _check_scale(op, x, scale, offset, quant_mode, expert_num, active_expert_ran
             checks.expect(tuple(scale.shape) == (rows,), op, "scale",
                           lambda: f"shape (NUM_ROWS,) = ({rows},) when quant_mode is -1",
                           lambda: f"shape {tuple(scale.shape)}", RuntimeError)
+    elif quant_mode in _MX_MODES:
+        for name, t in (("scale", scale), ("offset", offset)):
+            checks.expect(t is None, op, name, "None when quant_mode is 2 or 3 (MXFP8)",
+                          "a tensor", ValueError)
     elif quant_mode == 0:
         checks.expect(scale is not None, op, "scale", "a (1,) tensor when quant_mode is 0",
                       "None", ValueError)
@@ -182,6 +196,17 @@ def _quantize(rows_x, quant_mode, scale, offset, row_experts, start):
     return q, row_scale.squeeze(-1)
 
 
+def _mx_quantize(rows_x, quant_mode):
+    """MXFP8 RoundScale rows: (float8 rows, float8_e8m0fnu scales (rows, even block count)).
+
+    The golden clamps the shared exponent at -127 and still scales such a block (code 0 keeps
+    the reciprocal 2**127); only an all-zero block is zeros (``code0_zeros=False``).
+    """
+    q, codes = mx.quantize(rows_x, _MX_MODES[quant_mode], scale_alg=0, code0_zeros=False)
+    codes = codes.reshape(rows_x.shape[0], -1)
+    return q, codes.view(torch.float8_e8m0fnu)
+
+
 def init_routing_v2_reference(x, expert_idx, *, scale=None, offset=None, active_num=-1,
                               expert_capacity=-1, expert_num=-1, drop_pad_mode=0,
                               expert_tokens_num_type=0, expert_tokens_num_flag=False,
@@ -219,6 +244,9 @@ def init_routing_v2_reference(x, expert_idx, *, scale=None, offset=None, active_
         keep = valid_sorted[:n_out].unsqueeze(-1)
         source = perm[:n_out] // k
         gathered = x.index_select(0, source)
+        if quant_mode in _MX_MODES:           # rows not routed quantize to zeros, code 0
+            q, codes = _mx_quantize(gathered.masked_fill_(~keep, 0), quant_mode)
+            return q, expanded_row_idx, tokens, codes
         if quant_mode == -1:
             expanded_x = gathered.masked_fill_(~keep, 0)    # gathered is ours: no second copy
             if scale is not None:
@@ -247,10 +275,14 @@ def init_routing_v2_reference(x, expert_idx, *, scale=None, offset=None, active_
     source = perm // k
     gathered = x.index_select(0, source)
     row_scale = None
-    if quant_mode != -1:
+    if quant_mode in (0, 1):
         gathered, row_scale = _quantize(gathered, quant_mode, scale, offset, sorted_key, start)
     buf = torch.zeros(slots + 1, hidden, dtype=gathered.dtype, device=dev)
     buf.index_copy_(0, slot, gathered)
+    if quant_mode in _MX_MODES:               # empty slots quantize to zeros, code 0
+        q, codes = _mx_quantize(buf[:slots], quant_mode)
+        return (q.view(expert_num, capacity, hidden), expanded_row_idx.to(torch.int32), tokens,
+                codes)
     expanded_x = buf[:slots].view(expert_num, capacity, hidden)
     if quant_mode == 0:
         expanded_scale = torch.zeros((), dtype=torch.float32, device=dev)
@@ -303,8 +335,9 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
         0 cumsum, 1 count, 2 key-value ``(expert_num, 2)``.
     expert_tokens_num_flag : bool
         Whether the counts are returned (a 0-dim tensor otherwise, as op-plugin's meta).
-    quant_mode : {-1, 0, 1}
-        -1 none, 0 static int8, 1 dynamic int8 (per row).
+    quant_mode : {-1, 0, 1, 2, 3}
+        -1 none, 0 static int8, 1 dynamic int8 (per row), 2 / 3 MXFP8 RoundScale to
+        float8_e5m2 / float8_e4m3fn (blocks of 32 along H; ``scale`` and ``offset`` None).
     active_expert_range : [expert_start, expert_end]
         Defaults to ``[0, expert_num]``.
     row_idx_type : {0, 1}
@@ -314,7 +347,8 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
     Returns
     -------
     (expanded_x, expanded_row_idx int32 (NUM_ROWS*K,), expert_tokens int64, expanded_scale
-    float32)
+    float32; quant_mode 2 / 3: float8_e8m0fnu ``(rows of expanded_x, CeilAlign(CeilDiv(H, 32),
+    2))``, a padding block's code 0)
 
     Constraints
     -----------
@@ -326,8 +360,9 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
     Seed 004 says only dropless, count/key-value and quant -1/1 are supported; op-plugin's newer
     docs and golden define drop/pad, cumsum and static quant, implemented here.  Counts in drop
     mode are taken before the capacity cut (the golden's ``bincount``).  Invalid rows and empty
-    slots are zero (undefined on the NPU).  The MX / float8 / int4 quant modes of newer products
-    raise NotImplementedError.  Inference only.
+    slots are zero (undefined on the NPU).  The HIF8 (6, 7, 8), MXFP4 (9), FP8 per-block (11,
+    12), INT4 (13) and amax-clamped MXFP8 (16, 17) quant modes raise NotImplementedError (the
+    page gives no golden for them).  Inference only.
     """
     return init_routing_v2_op(x, expert_idx, scale=scale, offset=offset, active_num=active_num,
                               expert_capacity=expert_capacity, expert_num=expert_num,

@@ -93,6 +93,10 @@ def _init_routing_v2() -> None:
             base, drop_pad_mode=1, expert_capacity=3, quant_mode=1))),
         Sample("no_counts_int8", lambda: ((torch.ones(3, 4, dtype=torch.int8), _ids(3, 2, 4)),
                                           {"expert_num": 4})),
+        Sample("mxfp8_e4m3_active", lambda: ((_g(4, 40, dtype=torch.bfloat16), _ids(4, 2, 6)),
+                                             dict(base, active_num=6, quant_mode=3))),
+        Sample("mxfp8_e5m2_drop_pad", lambda: ((_g(5, 64), _ids(5, 2, 6)), dict(
+            base, drop_pad_mode=1, expert_capacity=2, expert_tokens_num_type=1, quant_mode=2))),
     ]
     e.errors += [
         ErrorSample("expert_num", lambda: ((_g(4, 8), _ids(4, 2, 4)), {}), ValueError,
@@ -100,9 +104,9 @@ def _init_routing_v2() -> None:
         ErrorSample("capacity", lambda: ((_g(4, 8), _ids(4, 2, 4)),
                                          {"expert_num": 4, "drop_pad_mode": 1}), ValueError,
                     "npu_moe_init_routing_v2: expected expert_capacity > 0"),
-        ErrorSample("mx_quant", lambda: ((_g(4, 8), _ids(4, 2, 4)),
-                                         {"expert_num": 4, "quant_mode": 3}), NotImplementedError,
-                    "npu_moe_init_routing_v2: expected quant_mode -1, 0 or 1"),
+        ErrorSample("hif8_quant", lambda: ((_g(4, 8), _ids(4, 2, 4)),
+                                           {"expert_num": 4, "quant_mode": 7}),
+                    NotImplementedError, "npu_moe_init_routing_v2: expected quant_mode -1, 0, 1"),
         ErrorSample("scale_shape", lambda: ((_g(4, 8), _ids(4, 2, 4)),
                                             {"expert_num": 4, "scale": _g(3)}), RuntimeError,
                     "npu_moe_init_routing_v2: expected scale shape"),
