@@ -3,6 +3,8 @@ overload and graph helpers, errors, strict mode, FakeTensor / compile / opcheck.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -206,7 +208,7 @@ def _q():
     (dict(atten_mask=torch.ones(2, 4, dtype=torch.bool)), RuntimeError, "atten_mask"),
     (dict(actual_seq_lengths=[4]), ValueError, "actual_seq_lengths"),
     (dict(actual_seq_lengths_kv=[1, 2, 3, 4, 5][:0] + [9]), ValueError, "actual_seq_lengths_kv"),
-    (dict(dequant_scale1=torch.ones(1)), NotImplementedError, "dequant_scale1"),
+    (dict(dequant_scale1=torch.ones(1)), ValueError, "dequant_scale1"),
     (dict(query_rope=torch.ones(1, 2, 3, 4)), ValueError, "key_rope"),
     (dict(quant_offset2=torch.ones(1)), ValueError, "quant_offset2"),
     (dict(pse_shift=torch.ones(1, 2, 3, 2)), RuntimeError, "pse_shift"),
@@ -232,8 +234,10 @@ def test_errors_for_dtype_and_int8_query():
     q, k = _q()
     with pytest.raises(TypeError, match="key"):
         FIA(q, k.half(), k.half(), num_heads=2, input_layout="BNSD")
-    with pytest.raises(NotImplementedError, match="query"):
+    with pytest.raises(ValueError, match="dequant_scale1"):     # int8 inputs need the scales
         FIA(q.to(torch.int8), k.to(torch.int8), k.to(torch.int8), num_heads=2, input_layout="BNSD")
+    with pytest.raises(TypeError, match="key"):
+        FIA(q.to(torch.int8), k.half(), k.half(), num_heads=2, input_layout="BNSD")
     with pytest.raises(ValueError, match="key_antiquant_scale"):
         FIA(q, k.to(torch.int8), k.to(torch.int8), num_heads=2, input_layout="BNSD")
 
@@ -409,3 +413,85 @@ def test_tensor_lengths_compile_fullgraph(index):
     kl2 = torch.tensor([2, 4]) if index != 1 else torch.tensor([1, 8])
     again = torch.compile(fn, fullgraph=True, backend="eager")(q, k, ql, kl2)
     torch.testing.assert_close(again, fn(q, k, ql, kl2))
+
+
+# -- full int8: int8 query/key/value with dequant_scale1 / quant_scale1 / dequant_scale2 --------
+
+def _fp16(x):
+    return x.to(torch.float16).to(torch.float64)
+
+
+def _full_int8_golden(q, k, v, d1, q1, d2, scale, allowed, fill=None):
+    """One batch, untiled, with the PFA kernel's rounding steps (int8 instantiation: bmm1 and
+    bmm2 dequantized to float16 by the fixpipe, softmax in float16, P quantized to int8 with
+    quant_scale1).  ``allowed`` [Sq, Skv] keys left by lengths / mask."""
+    n, sq, _ = q.shape
+    g = n // k.shape[0]
+    out = torch.zeros(n, sq, v.shape[-1], dtype=torch.float64)
+    for h in range(n):
+        kh, vh = k[h // g].double(), v[h // g].double()
+        for i in range(sq):
+            row = _fp16(_fp16((q[h, i].double() @ kh.T) * d1) * scale)
+            row = torch.where(allowed[i], row, torch.tensor(-math.inf, dtype=torch.float64))
+            if not allowed[i].any():
+                continue
+            p = _fp16(torch.exp(row - row.max()))
+            p8 = torch.round(p * q1).clamp(-128, 127)
+            out[h, i] = _fp16((p8 @ vh) * d2) / p.sum()
+    return out
+
+
+@pytest.mark.parametrize("words", [False, True], ids=["float32_scales", "trans_quant_words"])
+def test_full_int8_prompt_matches_kernel_steps(words):
+    b, n, nkv, sq, skv, d = 2, 4, 2, 3, 6, 32
+    q, k, v = ints(b, n, sq, d, lo=-20, hi=20, seed=1), ints(b, nkv, skv, d, lo=-20, hi=20,
+                                                             seed=2), \
+        ints(b, nkv, skv, d, lo=-20, hi=20, seed=3)
+    d1, q1, d2 = 0.01, 100.0, 0.0005
+    scales = [torch.tensor([d1]), torch.tensor([q1]), torch.tensor([d2])]
+    if words:            # the fixpipe reads the fp19 field of npu_trans_quant_param's words
+        scales[0], scales[2] = na.npu_trans_quant_param(scales[0]), \
+            na.npu_trans_quant_param(scales[2])
+        fp19 = lambda x: float((torch.tensor([x]).view(torch.int32) & -8192).view(torch.float32))
+        d1, d2 = fp19(d1), fp19(d2)
+    kv_lens = [6, 4]
+    out, lse = FIA(q, k, v, num_heads=n, num_key_value_heads=nkv, input_layout="BNSD",
+                   dequant_scale1=scales[0], quant_scale1=scales[1], dequant_scale2=scales[2],
+                   scale=0.3, actual_seq_lengths_kv=kv_lens, softmax_lse_flag=True)
+    assert out.dtype == torch.float16 and lse.shape == (b, n, sq, 1)
+    for i in range(b):
+        allowed = torch.zeros(sq, skv, dtype=torch.bool)
+        allowed[:, :kv_lens[i]] = True
+        want = _full_int8_golden(q[i], k[i], v[i], d1, q1, d2, 0.3, allowed)
+        torch.testing.assert_close(out[i].double(), want, atol=1e-3, rtol=1e-3)
+    # int8 output: int8(round(out * quant_scale2)) of the same float16 result
+    out8, _ = FIA(q, k, v, num_heads=n, num_key_value_heads=nkv, input_layout="BNSD",
+                  dequant_scale1=scales[0], quant_scale1=scales[1], dequant_scale2=scales[2],
+                  quant_scale2=torch.tensor([40.0]), scale=0.3, actual_seq_lengths_kv=kv_lens)
+    assert out8.dtype == torch.int8
+    assert (out8.int() - torch.round(out.double() * 40).int()).abs().max() <= 1
+
+
+def test_full_int8_through_pfa_fake_and_errors():
+    q, k = ints(1, 2, 4, 32, seed=1), ints(1, 2, 5, 32, seed=2)
+    kw = dict(num_heads=2, input_layout="BNSD", deq_scale1=torch.tensor([0.02]),
+              quant_scale1=torch.tensor([50.0]), deq_scale2=torch.tensor([0.001]),
+              next_tokens=65535)
+    out = na.npu_prompt_flash_attention(q, k, k, **kw)
+    fia_out, _ = FIA(q, k, k, num_heads=2, input_layout="BNSD", dequant_scale1=kw["deq_scale1"],
+                     quant_scale1=kw["quant_scale1"], dequant_scale2=kw["deq_scale2"])
+    assert torch.equal(out, fia_out)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        fk = {a: mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for a, t in kw.items()}
+        fake = NPU.npu_prompt_flash_attention(mode.from_tensor(q), mode.from_tensor(k),
+                                              mode.from_tensor(k), **fk)
+    assert fake.shape == out.shape and fake.dtype == torch.float16
+    with pytest.raises(ValueError, match="quant_scale1"):
+        na.npu_prompt_flash_attention(q, k, k, **{**kw, "quant_scale1": None})
+    with pytest.raises(ValueError, match="deq_scale1|dequant_scale1"):
+        na.npu_prompt_flash_attention(q.half(), k.half(), k.half(), num_heads=2,
+                                      input_layout="BNSD", deq_scale1=kw["deq_scale1"])
+    with pytest.raises(NotImplementedError, match="Q_S > 1"):
+        FIA(q[:, :, :1], k, k, num_heads=2, input_layout="BNSD", dequant_scale1=kw["deq_scale1"],
+            quant_scale1=kw["quant_scale1"], dequant_scale2=kw["deq_scale2"])

@@ -141,6 +141,9 @@ def solve(problem: AttentionProblem, *, use_fast: bool = True
     global _KERNELS
     if problem.masked_rows not in MASKED_ROWS:
         raise ValueError(f"masked_rows must be one of {MASKED_ROWS}, got {problem.masked_rows!r}")
+    if problem.full_quant is not None:            # int8 inputs: its own solver, masks included
+        from . import full_quant
+        return full_quant.solve(problem)
     if use_fast and problem.sink is None:
         if _KERNELS is None:
             _KERNELS = _fast_kernels()

@@ -18,7 +18,7 @@ import torch
 from ... import checks, targets
 from ...targets import Product
 from . import fia_inputs as inputs
-from . import layouts
+from . import full_quant, layouts
 from .problem import UNBOUNDED, AttentionProblem, gather_paged
 
 FLOAT_QUERY = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -156,15 +156,6 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
     q_layout, out_layout = layouts.split_layout(op, p["input_layout"],
                                                 p.get("_layouts", FIA_LAYOUTS))
     checks.expect_dtype(query, FLOAT_QUERY + (torch.int8,), op, "query")
-    # Full int8: the PFA kernel (prompt_flash_attention_s1s2_bns1_x910.h) quantizes the
-    # unnormalized probabilities of each KV tile, exp(s - running max) * quant_scale1, before
-    # P @ V, so its result depends on the tiling; no page or golden pins that down.
-    checks.expect(query.dtype != torch.int8, op, "query",
-                  "a floating query (the full-int8 path with dequant_scale1 / quant_scale1 / "
-                  "dequant_scale2 is not reproduced)", "int8", NotImplementedError)
-    for name in ("dequant_scale1", "quant_scale1", "dequant_scale2"):
-        checks.expect(p[name] is None, op, name, "None (full-int8 quantization is not reproduced)",
-                      "a tensor", NotImplementedError)
     n_q, s_or_t, d_q = layouts.query_dims(op, query, q_layout, num_heads)
     checks.expect(n_q == num_heads, op, "query", lambda: f"N equal to num_heads ({num_heads})",
                   n_q, RuntimeError)
@@ -192,11 +183,14 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
                       lambda: f"lengths <= Q_S ({sq})", q_lens, ValueError)
     checks.expect_one_of(p["inner_precise"], (0, 1, 2, 3), op, "inner_precise")
     _strict(op, query, key, d_q, num_heads, kv_heads, p, decode)
+    full_int8 = query.dtype == torch.int8
+    full_quant.check(op, query, key, p, decode=decode, paged=paged,
+                     rope=p["query_rope"] is not None)
 
     # -- KV storage ------------------------------------------------------------------------
     checks.expect(key.dtype == value.dtype, op, "value", lambda: f"the dtype of key ({key.dtype})",
                   value.dtype, TypeError)
-    kv_quant = key.dtype in KV_QUANT
+    kv_quant = key.dtype in KV_QUANT and not full_int8     # antiquant: int8 / int4 KV
     checks.expect(kv_quant or key.dtype == query.dtype, op, "key",
                   lambda: f"the dtype of query ({query.dtype}), int8 or int4 packed in int32",
                   key.dtype, TypeError)
@@ -274,7 +268,8 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
 
     # -- output plan -----------------------------------------------------------------------
     quant_out = p["quant_scale2"] is not None
-    out_dtype = torch.int8 if quant_out else query.dtype
+    # int8 inputs without output quantization give float16 (page: "输入为int8, 输出为float16").
+    out_dtype = torch.int8 if quant_out else (torch.float16 if full_int8 else query.dtype)
     checks.expect(p["quant_offset2"] is None or quant_out, op, "quant_offset2",
                   "None unless quant_scale2 is given", "a tensor", ValueError)
     if quant_out:
@@ -376,6 +371,8 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
         pse=pse, return_lse=plan.lse_flag, out_dtype=out_dtype, sink=p.get("_sink"), **band)
     problem.masked_rows, problem.mask_fill = masked_rows_rule(decode, p["inner_precise"],
                                                               query.dtype)
+    if full_int8:
+        problem.full_quant = full_quant.scales(p)
     return problem, plan
 
 
@@ -408,8 +405,8 @@ def masked_rows_rule(decode: bool, inner_precise: int, query_dtype: torch.dtype
         return "uniform", DECODE_MASK_FILL
     if inner_precise & 2:
         return "invalid", 0.0
-    if inner_precise & 1 and query_dtype == torch.float16:
-        return "uniform", FP16_LOWEST
+    if query_dtype == torch.int8 or (inner_precise & 1 and query_dtype == torch.float16):
+        return "uniform", FP16_LOWEST           # int8 inputs: softmax in half (full_quant.py)
     return "uniform", FP32_LOWEST
 
 

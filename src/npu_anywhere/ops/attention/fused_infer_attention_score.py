@@ -262,15 +262,20 @@ class _FusedInferAttentionScore:
 
         Notes
         -----
-        Computed in float32 and rounded once; the NPU's matmul units take the softmax
-        probabilities in the input dtype (fp16/bf16) for ``P @ V``, so its low-precision
-        results differ from ours by about that rounding.  A query row that the lengths or the band leave
-        without keys returns 0 and lse -3.40e38.  A row that ``atten_mask`` alone hides
-        entirely follows the kernels, which score masked keys with a finite lowest value:
-        with inner_precise 0 / 1 (and always on the decode branch) it is the mean of the values
-        of its keys, lse ``lowest + log(count)`` (lowest: float32's, -65504 for float16 in high
-        performance, -1e12 on decode); with 2 / 3 (row-invalid correction) 0 and lse +inf.  Not reproduced (NotImplementedError): int8 queries /
-        full quantization, sparse_mode 9.  No backward (inference only).
+        Computed in float32 and rounded once, except that, as on the NPU, the unnormalized
+        softmax probabilities of float16 / bfloat16 queries are rounded to that dtype before
+        ``P @ V`` (after their row sum; ``problem.probs_dtype``).  A query row that the lengths
+        or the band leave without keys returns 0 and lse -3.40e38.  A row that ``atten_mask``
+        alone hides entirely follows the kernels, which score masked keys with a finite lowest
+        value: with inner_precise 0 / 1 (and always on the decode branch) it is the mean of the
+        values of its keys, lse ``lowest + log(count)`` (lowest: float32's; -65504 for float16
+        in high performance and for int8 inputs; -1e12 on decode); with 2 / 3 (row-invalid
+        correction) 0 and lse +inf.  int8 query/key/value with ``dequant_scale1`` /
+        ``quant_scale1`` / ``dequant_scale2`` (per-tensor; float32 or npu_trans_quant_param
+        words) run the prompt kernel's full-int8 steps, untiled (``full_quant.py``); output
+        float16, or int8 with ``quant_scale2``.  Not reproduced (NotImplementedError): full
+        int8 on the decode branch (Q_S == 1) or with rope, sparse_mode 9.  No backward
+        (inference only).
         """
         kwargs = _normalize_kwargs(kwargs)
         if out is not None:

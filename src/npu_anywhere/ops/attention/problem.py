@@ -97,6 +97,8 @@ class AttentionProblem:
         must decline (``solve`` only offers them problems without a sink).
     out_dtype : the dtype the op will round ``out`` to (informative: solvers return float32).
     masked_rows, mask_fill : what a row that only ``mask`` empties yields (module docstring).
+    full_quant : the scales of the full-int8 path (``full_quant.FullQuant``), or None.  Then
+        query, key and value are int8 and only ``full_quant.solve`` solves the problem.
     """
 
     query: torch.Tensor
@@ -119,6 +121,7 @@ class AttentionProblem:
     out_dtype: Optional[torch.dtype] = None
     masked_rows: str = "zero"
     mask_fill: float = 0.0
+    full_quant: Optional[object] = None
 
     def __post_init__(self) -> None:
         if self.diag_offset is None:

@@ -6,7 +6,7 @@ Formula (seed 004)::
 
 Same semantics as ``npu_fused_infer_attention_score`` on its prompt branch -- layouts BSH, BSND,
 BNSD, BNSD_BSND, TND; actual lengths; atten_mask and sparse_mode 0-4; GQA; int8 output with
-quant_scale2 -- with two differences of the page: ``next_tokens`` defaults to 0, and a Q_S of 1
+quant_scale2; full int8 inputs with deq_scale1 / quant_scale1 / deq_scale2 -- with two differences of the page: ``next_tokens`` defaults to 0, and a Q_S of 1
 stays on the prompt branch (sparse_mode and the tokens still apply).  Returns attention_out only.
 Schema from op-plugin ``op_plugin_functions.yaml`` (the length lists as ``SymInt[]?``).
 """
@@ -92,7 +92,9 @@ def npu_prompt_flash_attention(query, key, value, **kwargs):
     Parameters are those of the page (``padding_mask`` is reserved and ignored); the semantics
     are ``npu_fused_infer_attention_score``'s prompt branch (see its docstring), with
     ``next_tokens`` defaulting to 0.  ``actual_seq_lengths(_kv)`` may be tensors (read on the
-    host; traced without a graph break under torch.compile).  Full int8 inputs (``deq_scale1`` ...) raise NotImplementedError.
+    host; traced without a graph break under torch.compile).  int8 query/key/value with
+    ``deq_scale1`` / ``quant_scale1`` / ``deq_scale2`` follow the kernel's full-int8 steps
+    (``full_quant.py``; float16 output, int8 with ``quant_scale2``).
 
     Returns
     -------

@@ -3,7 +3,7 @@ graph helpers, npu_prompt_flash_attention, npu_incre_flash_attention).
 
 Samples are tiny (opcheck runs each several times) and cover the main call forms: BNSD with GQA
 and lse, BSH decode with a (B, KV_S) mask, TND + paged KV chunked prefill with sparse_mode 3,
-int8 KV antiquant, NSD.  Error samples are metadata errors only (FakeTensor must raise them too).
+int8 KV antiquant, NSD, full int8 (PFA).  Error samples are metadata errors only (FakeTensor must raise them too).
 """
 
 from __future__ import annotations
@@ -118,8 +118,17 @@ def _pfa():
                            actual_seq_lengths=[3, 2], scale_value=0.25)
 
 
+def _pfa_full_int8():
+    gen = torch.Generator().manual_seed(4)
+    q, k = (torch.randint(-16, 16, shape, generator=gen, dtype=torch.int8)
+            for shape in ((1, 2, 3, 32), (1, 2, 4, 32)))
+    return (q, k, k), dict(num_heads=2, input_layout="BNSD", deq_scale1=torch.tensor([0.02]),
+                           quant_scale1=torch.tensor([60.0]), deq_scale2=torch.tensor([0.001]),
+                           next_tokens=65535)
+
+
 e = _entry("npu_prompt_flash_attention")
-e.samples += [Sample("bsh_causal_band", _pfa)]
+e.samples += [Sample("bsh_causal_band", _pfa), Sample("bnsd_full_int8", _pfa_full_int8)]
 e.errors += [ErrorSample("layout", lambda: (_pfa()[0], dict(num_heads=2, input_layout="NTD")),
                          ValueError, "input_layout")]
 
