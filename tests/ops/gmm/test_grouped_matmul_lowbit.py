@@ -249,3 +249,11 @@ def test_int8_per_token_bfloat16_bias_epilogue(act_type):
         gmm([x], [w], bias=[bias.float()], scale=[scale], per_token_scale=[pts],
             group_list=torch.tensor(SIZES), split_item=3, group_type=0, group_list_type=1,
             output_dtype=torch.bfloat16)
+
+
+def test_float8_inputs_are_not_emulated():
+    x = torch.zeros(M, 32).to(torch.float8_e4m3fn)
+    w = torch.zeros(E, 32, 8).to(torch.float8_e4m3fn)
+    with pytest.raises(NotImplementedError, match="npu_grouped_matmul: expected x no float8"):
+        gmm([x], [w], group_list=torch.tensor(SIZES), split_item=3, group_type=0,
+            group_list_type=1)

@@ -184,7 +184,9 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
         int8 x only, per channel ``[n]`` / ``[E, n]``: int64 words from npu_trans_quant_param
         (int8 output, ``offset`` packed inside), or bfloat16 / float32 (bfloat16 / float16
         output).  Without it int8 x gives the int32 accumulator (``output_dtype=torch.int32``).
-    offset, activation_input, activation_quant_scale, activation_quant_offset : None
+    offset : list of Tensor, optional
+        None, except for asymmetric A8W4: float32 ``[E, 1, n]`` (``antiquant_offset * scale``).
+    activation_input, activation_quant_scale, activation_quant_offset : None
         Reserved (only None is accepted, as documented).
     antiquant_scale, antiquant_offset : list of Tensor, optional
         x's dtype; per channel ``[n]`` / ``[E, n]`` or, for int4, per group ``[G, n]`` /

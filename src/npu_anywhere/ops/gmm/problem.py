@@ -36,6 +36,7 @@ ACT_TYPES = {0: "none", 1: "relu", 2: "gelu_tanh", 4: "fast_gelu", 5: "silu"}
 SUPPORTED = frozenset({Product.A2, Product.A3, Product.ATLAS_INFERENCE})
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+_FLOAT8 = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e8m0fnu)
 # The bias dtype each float x takes (table 1: float16 -> float16, bfloat16/float32 -> float32).
 _FLOAT_BIAS = {torch.float16: torch.float16, torch.bfloat16: torch.float32,
                torch.float32: torch.float32, torch.float64: torch.float64}
@@ -75,6 +76,11 @@ def _expect_none(name: str, value) -> None:
 
 def _kind(x0: torch.Tensor, w0: torch.Tensor, antiquant_scale, product) -> str:
     floats = _FLOATS if product is not None else _FLOATS + (torch.float64,)
+    for name, t in (("x", x0), ("weight", w0)):
+        # op-plugin's Ascend 950 goldens (float8 / MX float4 x and weight) have no doc page.
+        checks.expect(t.dtype not in _FLOAT8, OP, name,
+                      "no float8 tensor (the Ascend 950 float8 / MX paths are not emulated)",
+                      t.dtype, NotImplementedError)
     checks.expect_dtype(x0, floats + (torch.int8, torch.int32), OP, "x")
     low = lowbit.kind_of(x0, w0)
     if low is not None:
