@@ -87,7 +87,7 @@ def test_mxfp8_drop_pad(quant_mode):
     _check(got, wex, weri, wtok, quant_mode)
 
 
-def test_mxfp8_saturates_and_fake_shapes():
+def test_mxfp8_saturates():
     # 448 * 1.06 rounds past the float8_e4m3fn grid's top inside its block: clipped to 448.
     x = torch.full((1, 32), 1.0)
     x[0, 0] = 2.0 ** 8 * 1.99
@@ -96,13 +96,7 @@ def test_mxfp8_saturates_and_fake_shapes():
     values, codes = mx_golden(x, 3)
     assert torch.equal(es.view(torch.uint8), codes)
     assert float(ex[0, 0].float()) == 448.0
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    with FakeTensorMode() as mode:
-        fx = mode.from_tensor(torch.randn(3, 70, dtype=torch.float16))
-        fe = mode.from_tensor(torch.zeros(3, 2, dtype=torch.int32))
-        out = torch.ops.npu.npu_moe_init_routing_v2(fx, fe, expert_num=2, quant_mode=2)
-    assert out[0].shape == (6, 70) and out[0].dtype == torch.float8_e5m2
-    assert out[3].shape == (6, 4) and out[3].dtype == torch.float8_e8m0fnu
+    # (FakeTensor / compile of these modes: the opdb samples mxfp8_*, run by tests/generic.)
 
 
 def test_mxfp8_bad_inputs():
