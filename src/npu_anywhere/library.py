@@ -123,6 +123,10 @@ class NpuOp:
     composite : callable, optional
         A CompositeImplicitAutograd implementation (used for ops that only wrap others, such
         as a public in-place op returning its mutated inputs).
+    random : bool
+        True for ops that draw from torch's random generator (dropout, seed draws): the op is
+        tagged ``torch.Tag.nondeterministic_seeded``, so that graph passes never merge two
+        identical calls (their masks differ) or reorder them against other random ops.
 
     A schema whose name carries an overload (``"npu_grouped_matmul.List(...) -> Tensor[]"``)
     defines that overload of the op: it has its own check, reference or composite, fake kernel,
@@ -135,6 +139,7 @@ class NpuOp:
                  fake: Callable[..., Any] | None = None,
                  composite: Callable[..., Any] | None = None,
                  metadata_check: bool = False,
+                 random: bool = False,
                  info: OpInfo):
         self.schema = schema
         head = schema.split("(", 1)[0].strip()
@@ -150,7 +155,7 @@ class NpuOp:
         if self.key in REGISTRY:
             raise ValueError(f"op {self.key} is defined twice")
         lib = _library(namespace)
-        lib.define(schema)
+        lib.define(schema, tags=(torch.Tag.nondeterministic_seeded,) if random else ())
         self.packet = getattr(getattr(torch.ops, namespace), self.name)
         self.overload = getattr(self.packet, self.overload_name)
         self.arguments = ArgumentSpec(self.name, self.overload._schema)

@@ -141,7 +141,8 @@ def dropout_with_add_softmax_backward_reference(grad, mask, softmax_out, alpha, 
 dropout_with_add_softmax_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS,
                                     check=check_dropout_with_add_softmax,
                                     reference=dropout_with_add_softmax_reference,
-                                    metadata_check=True, info=OpInfo(api="torch_npu"))
+                                    metadata_check=True, random=True,
+                                    info=OpInfo(api="torch_npu"))
 dropout_with_add_softmax_backward_op = NpuOp(
     GRAD_SCHEMA, namespace=TORCH_NPU_NS, check=check_dropout_with_add_softmax_backward,
     reference=dropout_with_add_softmax_backward_reference, metadata_check=True,

@@ -257,7 +257,8 @@ def fused_attention_score_grad_reference(grad_output, softmax_output, query_laye
 fused_attention_score_fwd_op = NpuOp(FWD_SCHEMA, namespace=TORCH_NPU_NS,
                                      check=check_fused_attention_score_fwd,
                                      reference=fused_attention_score_fwd_reference,
-                                     metadata_check=True, info=OpInfo(api="torch_npu"))
+                                     metadata_check=True, random=True,
+                                     info=OpInfo(api="torch_npu"))
 fused_attention_score_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS,
                                  check=check_fused_attention_score,
                                  composite=_fused_attention_score_composite,

@@ -235,7 +235,7 @@ def multi_head_attention_backward_reference(query, key, value, query_weight, key
 multi_head_attention_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS,
                                 check=check_multi_head_attention,
                                 reference=multi_head_attention_reference, metadata_check=True,
-                                info=OpInfo(api="torch_npu"))
+                                random=True, info=OpInfo(api="torch_npu"))
 multi_head_attention_backward_op = NpuOp(GRAD_SCHEMA, namespace=TORCH_NPU_NS,
                                          check=check_multi_head_attention_backward,
                                          reference=multi_head_attention_backward_reference,

@@ -181,7 +181,7 @@ def _grad_fake(query, key, value, dy, head_num, input_layout, **kwargs):
 
 fusion_attention_v3_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_fusion_attention_v3,
                                reference=fusion_attention_v3_reference, fake=_fake,
-                               info=OpInfo(api="torch_npu"))
+                               random=True, info=OpInfo(api="torch_npu"))
 fusion_attention_grad_v3_op = NpuOp(GRAD_SCHEMA, namespace=TORCH_NPU_NS,
                                     check=check_fusion_attention_grad_v3,
                                     reference=fusion_attention_grad_v3_reference,
