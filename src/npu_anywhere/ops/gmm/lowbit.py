@@ -161,8 +161,10 @@ def groups(kind, x2, segments, weight, bias, scale, offset, per_token_scale, n, 
             v = dequant_sum(xv[rows], w, s).to(torch.float32)
         else:
             hi, lo = msd_split(xv[rows])
-            v = dequant_sum(lo, w, s).to(torch.float32) \
-                + dequant_sum(hi, w, s).to(torch.float32) * 16
+            # One GEMM per k-group for both halves (the kernel's 2m-row matrix).
+            d_hi, d_lo = dequant_sum(torch.cat((hi, lo)), w, s).to(torch.float32).split(
+                seg.length)
+            v = d_lo + d_hi * 16
             v = v + bias[seg.expert].to(torch.float32)
             if offset:
                 rowsum = xv[rows].to(torch.float32).sum(-1, keepdim=True)   # exact integers
