@@ -20,6 +20,8 @@ A8W4's ``bias`` is the offline term ``8 * sum_k(weight * scale)`` that restores 
 (the README's ``y = ((x - 8) @ weight * scale + bias) * per_token_scale``), and ``offset`` the
 asymmetric term ``antiquant_offset * scale`` times x's row sums, so that
 ``y ~ (x @ ((weight + antiquant_offset) * scale)) * per_token_scale``.
+Reading the scale as fp19 is the fixpipe's rule for npu_trans_quant_param words, assumed
+here for these words too; the goldens use float16-representable scales, where it is exact.
 The FRACTAL_NZ weight format is a physical layout: an NZ weight (npu_format_cast 29) holds the
 same logical values here.
 """
