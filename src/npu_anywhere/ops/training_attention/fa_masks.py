@@ -146,6 +146,8 @@ class MaskPlan:
             return None
         p = self.p
         j1 = p.skv if j1 is None else j1
+        if not p.packed:
+            return self._dense_rows(i0, i1, j0, j1)
         i = torch.arange(i0, i1, device=self.device).view(1, 1, -1, 1)
         j = torch.arange(j0, j1, device=self.device).view(1, 1, 1, -1)
         masked = (j >= self.kv_lens) | (i >= self.q_lens)       # TND padding
@@ -172,6 +174,35 @@ class MaskPlan:
             which = self._band_batch()
             masked = masked | torch.where(which, band, causal)
         return masked
+
+    def _dense_rows(self, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
+        """:meth:`rows` without padding (all batches share Sq, Skv): the diagonal bounds as
+        ``triu`` / ``tril`` of the tile, one pass each instead of index arithmetic."""
+        r, c, off = i1 - i0, j1 - j0, j0 - i0
+        shift = self.p.skv - self.p.sq
+
+        def above(cst):            # j - i > cst
+            return torch.ones(r, c, dtype=torch.bool, device=self.device).triu_(cst - off + 1)
+
+        def below(cst):            # j - i < cst
+            return torch.ones(r, c, dtype=torch.bool, device=self.device).tril_(cst - off - 1)
+
+        mode = self.mode
+        if mode in (1, 5):
+            return self.user[:, :, i0:i1, j0:j1]
+        if mode == 0:
+            masked = above(self.nxt) | below(-self.pre)
+            return self.user[:, :, i0:i1, j0:j1] | masked
+        if mode == 2:
+            masked = above(0)
+        elif mode == 3:
+            masked = above(shift)
+        elif mode == 4:
+            masked = above(shift + self.nxt) | below(shift - self.pre)
+        else:                      # 6: the first prefix[b] columns stay visible
+            j = torch.arange(j0, j1, device=self.device).view(1, 1, 1, -1)
+            return above(shift) & (j >= self.prefix)
+        return masked.view(1, 1, r, c)
 
     def tile(self, i0: int, i1: int, j0: int, j1: int):
         """Masked positions of the tile ``[i0, i1) x [j0, j1)``: None when nothing is masked,
