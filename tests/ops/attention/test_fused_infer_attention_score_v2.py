@@ -124,15 +124,34 @@ def test_out_overload_and_helpers():
     (dict(query_dtype=290), NotImplementedError, "query_dtype"),
     (dict(dequant_scale_query=torch.ones(1)), NotImplementedError, "dequant_scale_query"),
     (dict(learnable_sink=torch.ones(3)), RuntimeError, "learnable_sink"),
-    (dict(out_dtype=23), NotImplementedError, "out_dtype"),
+    (dict(out_dtype=23, quant_scale_out=torch.ones(1)), NotImplementedError, "float8_e5m2"),
+    (dict(key_dtype=296), NotImplementedError, "float4_e2m1fn_x2"),
+    (dict(dequant_scale_key=torch.ones(1), dequant_scale_key_dtype=293), NotImplementedError,
+     "float8_e8m0fnu"),
+    (dict(value_dtype=6), NotImplementedError, "value_dtype"),     # float32 code, no such dtype
+    (dict(query_rope_dtype=5), NotImplementedError, "query_rope"),  # code without the tensor
     (dict(input_layout="SBH"), ValueError, "input_layout"),
 ])
 def test_errors(kwargs, error, match):
     q, k = rnd(1, 2, 3, 8), rnd(1, 2, 4, 8, seed=1)
+    if kwargs.get("value_dtype") == 6:     # a float16 value read as float32: not reproduced
+        q, k = q.half(), k.half()
     base = dict(num_query_heads=2, input_layout="BNSD")
     base.update(kwargs)
     with pytest.raises(error, match=match):
         V2(q, k, k, **base)
+
+
+def test_dtype_codes_naming_the_tensors_own_dtype_change_nothing():
+    """A *_dtype code equal to the tensor's dtype is a no-op; out_dtype is ignored for floating
+    inputs without quant_scale_out (op-plugin construct_fia_output_tensor_v2)."""
+    q, k = rnd(1, 2, 3, 8, dtype=torch.float16), rnd(1, 2, 4, 8, seed=1, dtype=torch.float16)
+    want, _ = V2(q, k, k, num_query_heads=2, input_layout="BNSD")
+    got, _ = V2(q, k, k, num_query_heads=2, input_layout="BNSD", query_dtype=5, key_dtype=5,
+                value_dtype=5, out_dtype=15)
+    assert got.dtype == torch.float16 and torch.equal(got, want)
+    go, _ = attend(q[0], k[0], k[0], 1.0, torch.ones(1, 3, 4, dtype=torch.bool))
+    torch.testing.assert_close(got[0].double(), go, atol=2e-3, rtol=2e-3)
 
 
 def test_compile_fullgraph_with_sink():

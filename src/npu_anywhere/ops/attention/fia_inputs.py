@@ -173,10 +173,14 @@ def mask_and_band(op: str, atten_mask: Optional[torch.Tensor], sparse_mode: int,
         if atten_mask is not None and not compressed:
             fields["mask"] = _mask_4d(op, atten_mask, batch, sq, skv, True, allow_2d)
         return fields
+    # sparse_mode 9 (treeMask, MLA speculative decoding): the pages give only the tree mask's
+    # shape -- (B, Q_S, Q_S), or (sum_i Q_S_i^2,) packed for TND (op-plugin v2 page, "GQA伪量化
+    # +KV NZ格式约束") -- not how its Q_S columns align with the KV_S keys, and no public kernel
+    # source implements it.
     checks.expect(sparse_mode in (0, 1, 2, 3, 4), op, "sparse_mode",
-                  "one of [0, 1, 2, 3, 4] (5-8 are not implemented on the NPU either; 9, tree "
-                  "masks, is not reproduced)", sparse_mode,
-                  NotImplementedError if sparse_mode == 9 else ValueError)
+                  "one of [0, 1, 2, 3, 4] (5-8 are not implemented on the NPU either; 9, the "
+                  "tree mask, is not reproduced: its alignment with the KV is not documented)",
+                  sparse_mode, NotImplementedError if sparse_mode == 9 else ValueError)
     if sparse_mode in (0, 1):
         if sparse_mode == 1:
             checks.expect(atten_mask is not None, op, "atten_mask",

@@ -10,10 +10,12 @@ Parameter map onto v1 (same semantics, same core): ``num_query_heads`` -> num_he
 ``value_quant_mode`` -> the separate KV antiquant parameters, ``quant_scale_out`` /
 ``quant_offset_out`` -> quant_scale2 / quant_offset2, ``return_softmax_lse`` -> softmax_lse_flag.
 New: ``learnable_sink`` ``(Q_N,)`` -- one extra logit per head in every row's softmax denominator
-that carries no value -- and the output layouts ``*_NBSD``.  The ``*_dtype`` arguments and
-``quant_scale_p`` / ``dequant_scale_key_rope`` are reserved on the page and ignored, except that
-a query carrying an NPU-only dtype (hifloat8 in uint8) or full quantization
-(``dequant_scale_query``) raises NotImplementedError.  Shapes: op-plugin meta
+that carries no value -- and the output layouts ``*_NBSD``.  ``quant_scale_p`` /
+``dequant_scale_key_rope`` are reserved on the page and ignored.  The ``*_dtype`` arguments
+(reserved on the page; op-plugin reads a tensor's bytes as that format) are accepted when they
+name the tensor's own dtype; an NPU-only format (hifloat8, float4_e2m1, float8_e8m0 scales)
+raises NotImplementedError naming it, as does v2's full quantization (``dequant_scale_query``)
+and an ``out_dtype`` other than int8 where it chooses the output (with ``quant_scale_out``).  Shapes: op-plugin meta
 ``npu_fused_infer_attention_score_v2_forward``.
 """
 
@@ -21,9 +23,10 @@ from __future__ import annotations
 
 import torch
 
-from ... import checks, params
+from ... import checks, dtypes, params
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from . import fused_infer_attention_score as v1
+from .fia_normalize import FLOAT_QUERY
 from .formatting import empty_outputs
 from .out_overload import define_out
 
@@ -62,21 +65,56 @@ DEFAULTS = {a.name: a.default_value for a in torch._C.parse_schema(SCHEMA).argum
             if a.kwarg_only}
 
 
-def _v1_params(kwargs: dict) -> dict:
+# The *_dtype codes reinterpret a tensor's bytes as an NPU-only format (op-plugin
+# FusedInferAttentionScoreV2KernelNpuOpApi.cpp: make_wrapper(tensor, dtype); e.g. a uint8 query
+# as hifloat8, uint8 keys as float4_e2m1 with float8_e8m0 scales).  The seed page calls them
+# reserved.  A code naming the tensor's own dtype changes nothing and is accepted; any other
+# is a format this emulation does not decode.
+_TENSOR_OF_CODE = {"query_dtype": "query", "key_dtype": "key", "value_dtype": "value",
+                   "query_rope_dtype": "query_rope", "key_rope_dtype": "key_rope",
+                   "dequant_scale_query_dtype": "dequant_scale_query",
+                   "dequant_scale_key_dtype": "dequant_scale_key",
+                   "dequant_scale_value_dtype": "dequant_scale_value",
+                   "dequant_scale_key_rope_dtype": "dequant_scale_key_rope"}
+_OUTPUT_CODES = (None, 1)                         # int8: ScalarType code 1
+
+
+def _check_dtype_codes(p: dict, inputs: dict) -> None:
+    """The *_dtype arguments (see ``_TENSOR_OF_CODE``) and ``out_dtype``.
+
+    ``out_dtype`` chooses the output dtype only with ``quant_scale_out`` or non-floating
+    inputs (op-plugin ``construct_fia_output_tensor_v2``); there only int8 is reproduced.  For
+    floating inputs without ``quant_scale_out`` op-plugin ignores it, and so do we.
+    ``key_shared_prefix_dtype`` / ``value_shared_prefix_dtype`` name tensors v2 does not take:
+    ignored (reserved)."""
+    for arg, tensor_name in _TENSOR_OF_CODE.items():
+        code = p[arg]
+        if code is None:
+            continue
+        tensor = inputs[tensor_name] if tensor_name in inputs else p.get(tensor_name)
+        own = None if tensor is None else tensor.dtype
+        checks.expect(own is not None and dtypes.code_to_dtype(code) == own, OP, arg,
+                      lambda: f"None or the dtype of {tensor_name} ({dtypes.name(own)}): "
+                              f"reading it as {dtypes.name(code)} is not reproduced",
+                      code, NotImplementedError)
+    out_code = p["out_dtype"]
+    query = inputs["query"]
+    if p["quant_scale_out"] is not None or query.dtype not in FLOAT_QUERY:
+        checks.expect(out_code in _OUTPUT_CODES, OP, "out_dtype",
+                      lambda: f"None or int8 (1): a {dtypes.name(out_code)} output is not "
+                              "reproduced", out_code, NotImplementedError)
+
+
+def _v1_params(query, key, value, kwargs: dict) -> dict:
     unknown = set(kwargs) - set(DEFAULTS)
     if unknown:
         raise params.unexpected_keywords(OP, sorted(unknown), tuple(DEFAULTS))
     p = {**DEFAULTS, **kwargs}
     checks.expect(p["dequant_scale_query"] is None, OP, "dequant_scale_query",
-                  "None (full quantization of query/key/value is not reproduced)", "a tensor",
+                  "None (v2's full quantization -- query dequantized per token and head, "
+                  "query_quant_mode 3, key/value per tensor -- is not reproduced)", "a tensor",
                   NotImplementedError)
-    checks.expect(p["query_dtype"] is None and p["key_dtype"] is None
-                  and p["value_dtype"] is None, OP, "query_dtype",
-                  "None (inputs in NPU-only dtypes such as hifloat8 are not reproduced)",
-                  (p["query_dtype"], p["key_dtype"], p["value_dtype"]), NotImplementedError)
-    checks.expect(p["out_dtype"] is None or p["out_dtype"] in (1,), OP, "out_dtype",
-                  "None or int8 (other quantized outputs are not reproduced)", p["out_dtype"],
-                  NotImplementedError)
+    _check_dtype_codes(p, {"query": query, "key": key, "value": value})
     sink = p["learnable_sink"]
     if sink is not None:
         heads = p["num_query_heads"]
@@ -104,15 +142,17 @@ def _v1_params(kwargs: dict) -> dict:
 
 
 def check_fused_infer_attention_score_v2(query, key, value, **kwargs) -> None:
-    v1.parse(OP, query, key, value, _v1_params(kwargs), build=False)
+    v1.parse(OP, query, key, value, _v1_params(query, key, value, kwargs), build=False)
 
 
 def _reference(query, key, value, **kwargs):
-    return v1.run(query, key, value, _v1_params(kwargs), use_fast=False, op=OP)
+    return v1.run(query, key, value, _v1_params(query, key, value, kwargs), use_fast=False,
+                  op=OP)
 
 
 def _fake(query, key, value, **kwargs):
-    _, plan = v1.parse(OP, query, key, value, _v1_params(kwargs), build=False)
+    _, plan = v1.parse(OP, query, key, value, _v1_params(query, key, value, kwargs),
+                       build=False)
     return empty_outputs(query, plan)
 
 
@@ -121,13 +161,14 @@ fia_v2_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_fused_infer_attent
                   info=OpInfo(api="torch_npu", notes=["inference only: no backward on the NPU"]))
 fia_v2_op.forbid_autograd("npu_fused_infer_attention_score_v2 is inference-only")
 fia_v2_op.add_provider(
-    "attention-fast", lambda q, k, v, **kw: v1.run(q, k, v, _v1_params(kw), use_fast=True, op=OP),
+    "attention-fast",
+    lambda q, k, v, **kw: v1.run(q, k, v, _v1_params(q, k, v, kw), use_fast=True, op=OP),
     v1._fast_supports)
 
 # -- .out ----------------------------------------------------------------------------------
 
 def _plan(query, key, value, **kwargs):
-    return v1.parse(OP, query, key, value, _v1_params(kwargs), build=False)[1]
+    return v1.parse(OP, query, key, value, _v1_params(query, key, value, kwargs), build=False)[1]
 
 
 out_overload = define_out(OP, _ARGS, TORCH_NPU_NS, plan=_plan,
