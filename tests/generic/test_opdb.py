@@ -51,12 +51,21 @@ def test_schema_is_the_literal_string():
         assert str(registered) == str(literal)
 
 
+# opcheck's static-shape AOT test traces what test_compile_fullgraph compiles (aot_eager,
+# static shapes, outputs compared bit for bit); it adds the backward, so it runs only for
+# differentiable samples.  The dynamic-shape AOT test runs on every sample.
+OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor",
+                 "test_aot_dispatch_dynamic")
+
+
 @pytest.mark.parametrize("name,sample", SAMPLES, ids=_ids(SAMPLES))
 def test_opcheck(name, sample):
     args, kwargs = sample.make()
+    utils = OPCHECK_UTILS
     if sample.differentiable:
         args = tuple(a.requires_grad_() if isinstance(a, torch.Tensor) else a for a in args)
-    torch.library.opcheck(REGISTRY[name].overload, args, kwargs)
+        utils = utils + ("test_aot_dispatch_static",)
+    torch.library.opcheck(REGISTRY[name].overload, args, kwargs, test_utils=utils)
 
 
 @pytest.mark.parametrize("name,sample", SAMPLES, ids=_ids(SAMPLES))
