@@ -591,3 +591,12 @@ def test_fake_tensors_with_torch_float8_inputs():
                                            pertoken_scale=s1[0], x2_dtype=FP4,
                                            output_dtype=BF16, group_sizes=[0, 0, 32])
         assert tuple(y.shape) == (5, 7) and y.dtype == BF16
+        h1 = mode.from_tensor(torch.empty(3, 24, dtype=torch.uint8))
+        h2 = mode.from_tensor(torch.empty(24, 4, dtype=torch.uint8))
+        y = torch.ops.npu.npu_quant_matmul(h1, h2, torch.ones(4), x1_dtype=HIF8, x2_dtype=HIF8,
+                                           output_dtype=F16)
+        assert tuple(y.shape) == (3, 4) and y.dtype == F16
+        y = torch.ops.npu.npu_quant_matmul(x1, x2, torch.ones(1, 1), output_dtype=BF16,
+                                           pertoken_scale=torch.ones(2, 1, 1),
+                                           group_sizes=[128, 128, 128])
+        assert tuple(y.shape) == (2, 5, 7)
