@@ -7,8 +7,17 @@ import torch
 
 import npu_anywhere
 from npu_anywhere import strict
+from npu_anywhere.ops.training_attention.floyd_attention import FAST_PROVIDER
 
 F16, BF16, F64 = torch.float16, torch.bfloat16, torch.float64
+PROVIDERS = ("reference", FAST_PROVIDER)
+
+
+@pytest.fixture(params=PROVIDERS)
+def provider(request):
+    """Each test below runs through the reference and through the fast provider."""
+    with npu_anywhere.use_providers(request.param):
+        yield request.param
 
 
 def _inputs(dtype, b=1, h=2, m=3, n=5, k=7, d=32, seed=0):
@@ -40,7 +49,7 @@ def _mask(b, m, k, seed=1):
 
 
 @pytest.mark.parametrize("dtype,masked", [(BF16, True), (F16, False), (F16, True)])
-def test_forward_against_golden(dtype, masked):
+def test_forward_against_golden(dtype, masked, provider):
     b, h, m, n, k, d, scale = 2, 2, 3, 5, 9, 48, 0.15
     ins = _inputs(dtype, b, h, m, n, k, d)
     mask = _mask(b, m, k) if masked else None
@@ -59,10 +68,12 @@ def test_forward_against_golden(dtype, masked):
     torch.testing.assert_close(ssum[..., 0].double(), total, atol=1e-4, rtol=1e-5)
 
 
-def test_uint8_mask_noncontiguous_and_fully_masked_row():
+def test_uint8_mask_noncontiguous_and_fully_masked_row(provider):
     b, h, m, n, k, d = 1, 1, 2, 4, 6, 32
     ins = list(_inputs(F16, b, h, m, n, k, d, seed=4))
     ins[0] = ins[0].transpose(2, 3).contiguous().transpose(2, 3)     # non-contiguous query
+    ins[3] = ins[3].transpose(2, 3).contiguous().transpose(2, 3)     # and key_jk
+    ins[4] = ins[4].transpose(-1, -2).contiguous().transpose(-1, -2)  # and value_jk
     mask = _mask(b, m, k, seed=5)
     mask[0, 0, 1, 0, :] = True                                       # row m = 1 sees nothing
     _, ssum, out = npu_anywhere.npu_fused_floyd_attention(*ins, atten_mask=mask.to(torch.uint8),
@@ -83,7 +94,7 @@ def _golden_grads(ins, mask, scale, dy):
 
 
 @pytest.mark.parametrize("dtype", [BF16, F16])
-def test_backward_op_against_golden_gradients(dtype):
+def test_backward_op_against_golden_gradients(dtype, provider):
     ins = _inputs(dtype, 1, 2, 3, 4, 6, 32, seed=7)
     mask = _mask(1, 3, 6, seed=8)
     smax, ssum, out = npu_anywhere.npu_fused_floyd_attention(*ins, atten_mask=mask,
@@ -98,7 +109,7 @@ def test_backward_op_against_golden_gradients(dtype):
         torch.testing.assert_close(g_.double(), w, atol=tol, rtol=tol, msg=name)
 
 
-def test_gradcheck_float64():
+def test_gradcheck_float64(provider):
     ins = tuple(t.requires_grad_() for t in _inputs(F64, 1, 2, 3, 2, 4, 32, seed=10))
     mask = _mask(1, 3, 4, seed=11)
 
@@ -152,7 +163,7 @@ def test_strict_mode_rules():
             npu_anywhere.npu_fused_floyd_attention(*_inputs(BF16))
 
 
-def test_row_blocks_and_broadcast_masks(monkeypatch):
+def test_row_blocks_and_broadcast_masks(monkeypatch, provider):
     """One query row per block (a tiny score budget) and masks broadcast over H / over M."""
     from npu_anywhere.ops.training_attention import floyd_attention
     monkeypatch.setattr(floyd_attention, "SCORE_BUDGET", 1)
@@ -171,3 +182,22 @@ def test_row_blocks_and_broadcast_masks(monkeypatch):
                                                               atten_mask=mask, scale_value=0.3)
         for g_, w in zip(got, _golden_grads(ins, mask, 0.3, dy)):
             torch.testing.assert_close(g_.double(), w, atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_fast_provider_matches_reference(dtype):
+    """Same roundings: the fast path equals the reference up to float32 summation order."""
+    ins = _inputs(dtype, 2, 2, 5, 6, 8, 32, seed=14)
+    mask = _mask(2, 5, 8, seed=15)
+    dy = torch.randn(ins[0].shape, generator=torch.Generator().manual_seed(16)).to(dtype)
+    results = {}
+    for name in PROVIDERS:
+        with npu_anywhere.use_providers(name):
+            fwd = npu_anywhere.npu_fused_floyd_attention(*ins, atten_mask=mask, scale_value=0.2)
+            bwd = npu_anywhere.npu_fused_floyd_attention_backward(
+                dy, *ins, fwd[2], fwd[0], fwd[1], atten_mask=mask, scale_value=0.2)
+        results[name] = (*fwd, *bwd)
+    ulp = 2 ** -7 if dtype == BF16 else 2 ** -10
+    for ref, fast in zip(*results.values()):
+        # at most one output rounding apart (float32 sums in another order)
+        torch.testing.assert_close(fast.double(), ref.double(), atol=ulp, rtol=ulp)

@@ -29,6 +29,7 @@ import torch
 from ... import checks, targets
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
+from . import floyd_fast
 
 OP = "npu_fused_floyd_attention"
 GRAD_OP = "npu_fused_floyd_attention_backward"
@@ -47,6 +48,7 @@ FLOATS = (torch.float16, torch.bfloat16)
 MASK_DTYPES = (torch.bool, torch.uint8)
 MASKED = torch.finfo(torch.float32).min       # the golden's 0xFF7FFFFF
 SCORE_BUDGET = 1 << 22
+FAST_PROVIDER = "strided_bmm"
 # seed 004 limits (every product); strict mode adds the kernel README's alignment rules.
 LIMITS = {"B": 2048, "H": 256, "M": 1 << 20, "N": 1 << 20, "K": 1 << 20}
 D_RANGE = (32, 256)
@@ -192,6 +194,20 @@ fused_floyd_attention_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS,
                                  metadata_check=True, info=OpInfo(api="torch_npu"))
 
 
+def _fast_forward(query_ik, key_ij, value_ij, key_jk, value_jk, *, atten_mask=None,
+                  scale_value=1.0):
+    b, h, m, n, k, _ = check_fused_floyd_attention(query_ik, key_ij, value_ij, key_jk,
+                                                   value_jk, atten_mask=atten_mask)
+    ct = _compute_dtype(query_ik.dtype)
+    return floyd_fast.forward(query_ik, key_ij, value_ij, key_jk, value_jk,
+                              lambda i0, i1: _mask_rows(atten_mask, i0, i1), float(scale_value),
+                              _step(h, m, n, k, b), MASKED, ct, ct)
+
+
+# Same arithmetic as the reference without its score-sized layout copies (see floyd_fast).
+fused_floyd_attention_op.add_provider(FAST_PROVIDER, _fast_forward)
+
+
 # -- backward ----------------------------------------------------------------------------------
 
 def check_fused_floyd_attention_backward(grad_output, query_ik, key_ij, value_ij, key_jk,
@@ -275,6 +291,20 @@ fused_floyd_attention_backward_op = NpuOp(
     GRAD_SCHEMA, namespace=TORCH_NPU_NS, check=check_fused_floyd_attention_backward,
     reference=fused_floyd_attention_backward_reference, fake=_backward_fake,
     metadata_check=True, info=OpInfo(api="torch_npu", backward_of=OP))
+
+
+def _fast_backward(grad_output, query_ik, key_ij, value_ij, key_jk, value_jk, attention_out,
+                   softmax_max, softmax_sum, *, atten_mask=None, scale_value=1.0):
+    b, h, m, n, k, _ = check_fused_floyd_attention_backward(
+        grad_output, query_ik, key_ij, value_ij, key_jk, value_jk, attention_out, softmax_max,
+        softmax_sum, atten_mask=atten_mask)
+    return floyd_fast.backward(grad_output, query_ik, key_ij, value_ij, key_jk, value_jk,
+                               attention_out, softmax_max, softmax_sum,
+                               lambda i0, i1: _mask_rows(atten_mask, i0, i1), float(scale_value),
+                               _step(h, m, n, k, b), MASKED, _compute_dtype(query_ik.dtype))
+
+
+fused_floyd_attention_backward_op.add_provider(FAST_PROVIDER, _fast_backward)
 
 
 # -- autograd (derivatives.yaml: the five inputs; softmax_max / softmax_sum not differentiable)
