@@ -57,10 +57,12 @@ def test_int8_output_float32_scale_offset_int32_bias(shape1, shape2):
     scale, offset = torch.rand(n) * 0.004, torch.randn(n) * 3
     bias = torch.randint(-500, 500, (n,), dtype=torch.int32)
     out = npu_anywhere.npu_quant_matmul(x1, x2, scale, offset=offset, bias=bias)
-    golden = _round_int8((_acc(x1, x2) + bias.double()) * _fp19(scale) + torch.round(offset.double()))
+    # The kernel's float32 steps: the exact int32 sum (acc + bias) converted once, times the
+    # fp19 scale, plus the offset rounded to an integer (npu_trans_quant_param's int9 field).
+    acc = (_acc(x1, x2) + bias.double()).to(torch.float32)
+    golden = _round_int8(acc * _fp19(scale).to(torch.float32) + torch.round(offset))
     assert out.dtype == torch.int8
-    torch.testing.assert_close(out, golden, rtol=0, atol=1)   # one step at float32 ties
-    assert (out != golden).float().mean() < 0.01
+    torch.testing.assert_close(out, golden, rtol=0, atol=0)
 
 
 def test_int64_word_equals_float_scale_path():
