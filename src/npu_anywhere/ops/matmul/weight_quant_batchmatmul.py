@@ -25,11 +25,12 @@ import math
 import torch
 
 from ... import checks, targets
+from ...kernels import compiled
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from ..quant import core as quant_core
 from ..quant.trans_quant_param import trans_quant_param_reference
-from . import integer
+from . import integer, weight_decode
 
 OP = "npu_weight_quant_batchmatmul"
 SCHEMA = ("npu_weight_quant_batchmatmul(Tensor x, Tensor weight, Tensor antiquant_scale, "
@@ -351,6 +352,63 @@ def _blocked_supports(x, weight, *args, **kwargs):
     return None
 
 
+# -- compiled provider: one compiled dequantize kernel per cache-resident tile (weight_decode) ----
+
+def _layer_key(x, weight, antiquant_scale, antiquant_offset=None, quant_scale=None,
+               quant_offset=None, bias=None, antiquant_group_size=0, inner_precise=0,
+               weight_dtype=None):
+    return (str(weight.dtype), str(x.dtype), *weight.shape, antiquant_group_size,
+            antiquant_offset is not None, x.device.type)
+
+
+_TILE_KERNELS = {
+    "int4": compiled.CompiledProvider(weight_decode.int4_tile, _layer_key, op_name=OP),
+    "int8": compiled.CompiledProvider(weight_decode.int8_tile, _layer_key, op_name=OP),
+}
+
+
+def _run_tile(kind, key, *args):
+    return _TILE_KERNELS[kind].run_as(key, *args)
+
+
+def tiled_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=None,
+                                   quant_scale=None, quant_offset=None, bias=None,
+                                   antiquant_group_size=0, inner_precise=0, weight_dtype=None,
+                                   run_tile=_run_tile):
+    """The reference's arithmetic on tiles of output columns (weight_decode): each tile is
+    dequantized by one compiled kernel while it is cache-resident, then multiplied by x in x's
+    dtype (bfloat16 without bias or quant_scale: the GEMM rounds once) or in float32."""
+    k, n = weight_kn(weight)
+    float_out = bias is not None or quant_scale is not None
+    y = weight_decode.tiled_weight_matmul(x.reshape(-1, k), weight, antiquant_scale,
+                                          antiquant_offset, antiquant_group_size, float_out,
+                                          run_tile)
+    y = y.reshape(*x.shape[:-1], n)
+    if not float_out and y.dtype == x.dtype:
+        return y
+    return finish(y.to(torch.float32), x.dtype, quant_scale, quant_offset, bias)
+
+
+def _tiled_supports(x, weight, antiquant_scale, antiquant_offset=None, quant_scale=None,
+                    quant_offset=None, bias=None, antiquant_group_size=0, inner_precise=0,
+                    weight_dtype=None):
+    if weight.dim() != 2:
+        return "batched weights take the reference"
+    if not weight.is_contiguous() or is_transposed(weight):
+        return "transposed weights take the blocked provider"
+    if antiquant_scale.dtype == torch.int64:
+        return "int64 (fp19) antiquant_scale takes the blocked provider"
+    k, _ = weight_kn(weight)
+    if antiquant_group_size and k % antiquant_group_size:
+        return "a last partial group takes the blocked provider"
+    kind = "int4" if weight.dtype == torch.int32 else "int8"
+    return _TILE_KERNELS[kind].supports(x, weight, antiquant_scale, antiquant_offset,
+                                        quant_scale, quant_offset, bias, antiquant_group_size)
+
+
+# Tried in this order: the compiled tiles once a layer is hot, else the eager blocked provider.
+weight_quant_batchmatmul_op.add_provider("compiled", tiled_weight_quant_batchmatmul,
+                                         _tiled_supports)
 weight_quant_batchmatmul_op.add_provider("blocked", blocked_weight_quant_batchmatmul,
                                          _blocked_supports)
 
