@@ -93,10 +93,9 @@ def _init_routing_v2() -> None:
             base, drop_pad_mode=1, expert_capacity=3, quant_mode=1))),
         Sample("no_counts_int8", lambda: ((torch.ones(3, 4, dtype=torch.int8), _ids(3, 2, 4)),
                                           {"expert_num": 4})),
-        Sample("mxfp8_e4m3_active", lambda: ((_g(4, 40, dtype=torch.bfloat16), _ids(4, 2, 6)),
-                                             dict(base, active_num=6, quant_mode=3))),
-        Sample("mxfp8_e5m2_drop_pad", lambda: ((_g(5, 64), _ids(5, 2, 6)), dict(
-            base, drop_pad_mode=1, expert_capacity=2, expert_tokens_num_type=1, quant_mode=2))),
+        # One MX sample (opcheck of the MX arithmetic costs seconds); drop/pad MX: op tests.
+        Sample("mxfp8_e4m3_active", lambda: ((_g(2, 40, dtype=torch.bfloat16), _ids(2, 2, 6)),
+                                             dict(base, active_num=3, quant_mode=3))),
     ]
     e.errors += [
         ErrorSample("expert_num", lambda: ((_g(4, 8), _ids(4, 2, 4)), {}), ValueError,
