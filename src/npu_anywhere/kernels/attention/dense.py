@@ -34,8 +34,11 @@ from . import online
 
 _FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 
-TILE_KEYS = 512
-"""Keys per chunk of the tiled engine on dense KV (slices are views: no copy unless upcast)."""
+TILE_KEYS = 256
+"""Keys per chunk of the tiled engine on dense KV (K/V upcast once, then sliced as views).
+256 rather than 512: finer chunks skip more of a causal square (bf16 prefill 4 x 1024, GQA
+32/8, D 128, measured side by side: 6.2 s at 256 against 9.8 s at 512; the flash path, which
+cannot round the probabilities, 2.5 s on the same loaded machine)."""
 
 
 def _causal_kind(problem: AttentionProblem) -> Optional[str]:
@@ -99,8 +102,12 @@ dense_attention.supports = supports
 
 
 def _tiled(problem: AttentionProblem, out, lse) -> None:
-    key, value = problem.key, problem.value
     dtype = out.dtype
+    # Upcast once (as the flash path does): converting each key chunk again for every query
+    # row block cost a quarter of a bf16 prefill (measured: 1.3 s of copies in 4.6 s).
+    key = problem.key if problem.key.dtype == dtype else _rows_contiguous(problem.key.to(dtype))
+    value = problem.value if problem.value.dtype == dtype else \
+        _rows_contiguous(problem.value.to(dtype))
 
     def reader(b0, b1, j0, j1):
         return key[b0:b1, :, j0:j1].to(dtype), value[b0:b1, :, j0:j1].to(dtype)
