@@ -68,14 +68,20 @@ def to_int8_saturated(v: torch.Tensor) -> torch.Tensor:
     return quant_core.saturate_int(quant_core.round_values(v, "rint"), quant_core.FORMATS["int8"])
 
 
-def unpack_int4_fast(packed: torch.Tensor) -> torch.Tensor:
-    """:func:`quant_core.unpack_int4` on byte lanes: int32 ``(..., m)`` -> int8 ``(..., 8m)``.
+# The byte-lane int4 unpack now is the quant core's own; the name stays for its callers.
+unpack_int4_fast = quant_core.unpack_int4
 
-    Each little-endian byte of a word holds elements ``2i`` (low nibble) and ``2i + 1`` (high
-    nibble); arithmetic shifts of int8 sign-extend the nibbles, so two int8 shifts replace eight
-    int64 shift-and-mask passes (about 20x faster on a 4096 x 4096 weight).
+
+def unpack_int4_operands(x1: torch.Tensor, x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """int8 values of x1 ``[..., m, k]`` and x2 ``[..., k, n]`` for an int8 or int4 matmul.
+
+    int8 operands pass through.  int4 operands are int32 words of 8 nibbles (low nibble
+    first) packed along the last axis: x1 along k; x2 along n when it is a contiguous
+    ``(k, n // 8)`` tensor, along k when it is the transpose of a contiguous ``(n, k // 8)``.
     """
-    b = packed.contiguous().view(torch.int8)                  # (..., 4m) bytes, little endian
-    lo = torch.bitwise_left_shift(b, 4).bitwise_right_shift_(4)
-    hi = torch.bitwise_right_shift(b, 4)
-    return torch.stack((lo, hi), dim=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 8)
+    if x1.dtype != torch.int32:
+        return x1, x2
+    a = quant_core.unpack_int4(x1)
+    if x2.is_contiguous():
+        return a, quant_core.unpack_int4(x2)
+    return a, quant_core.unpack_int4(x2.mT).mT

@@ -226,17 +226,6 @@ def check_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=
     _check_strict(x1, scale, pertoken_scale, bias, out)
 
 
-def unpack_operands(x1: torch.Tensor, x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """int8 values of x1 [..., m, k] and x2 [..., k, n]; int4 words are unpacked (low nibble
-    first) along the packed axis."""
-    if x1.dtype != torch.int32:
-        return x1, x2
-    a = quant_core.unpack_int4(x1)
-    if x2.is_contiguous():
-        return a, quant_core.unpack_int4(x2)
-    return a, quant_core.unpack_int4(x2.mT).mT          # (n, k // 8) storage, k packed
-
-
 def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
                            output_dtype=None, x1_dtype=None, x2_dtype=None,
                            pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
@@ -251,11 +240,11 @@ def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, b
         return int_groups.int8_per_block_reference(x1, x2, scale,
                                                    pertoken_scale=pertoken_scale, bias=bias)
     if int_groups.is_int4_per_group(x1, scale, offset, group_sizes):
-        a, b = unpack_operands(x1, x2)
+        a, b = integer.unpack_int4_operands(x1, x2)
         return int_groups.int4_per_group_reference(
             a, b, scale, offset, pertoken_scale, lowbit.OUT_CODES[lowbit._code(output_dtype)])
     out = output_dtype_of(output_dtype)
-    a, b = unpack_operands(x1, x2)
+    a, b = integer.unpack_int4_operands(x1, x2)
     acc = integer.int_matmul(a, b)
     int_bias = bias is not None and bias.dtype == torch.int32
     if int_bias:

@@ -25,7 +25,6 @@ import torch
 from ... import checks, targets
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
-from ..quant import core as quant_core
 from . import integer
 
 OP = "npu_quant_matmul_gelu"
@@ -133,18 +132,9 @@ def output_dtype(x2_scale: torch.Tensor, bias) -> torch.dtype:
     return torch.float16
 
 
-def _int8_operands(x1, x2) -> tuple[torch.Tensor, torch.Tensor]:
-    if x1.dtype != torch.int32:
-        return x1, x2
-    a = quant_core.unpack_int4(x1)
-    if _int4_x2_packed_along_n(x2):
-        return a, quant_core.unpack_int4(x2)
-    return a, quant_core.unpack_int4(x2.mT).mT        # (n, k // 8) storage: k is packed
-
-
 def quant_matmul_gelu_reference(x1, x2, x1_scale, x2_scale, *, bias=None,
                                 approximate="gelu_erf"):
-    a, b = _int8_operands(x1, x2)
+    a, b = integer.unpack_int4_operands(x1, x2)
     acc = integer.int_matmul(a, b)
     int_bias = bias is not None and bias.dtype == torch.int32
     if int_bias:
