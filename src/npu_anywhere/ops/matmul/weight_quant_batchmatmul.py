@@ -16,6 +16,12 @@ through ``npu_trans_quant_param(quant_scale, quant_offset)`` first, as op-plugin
 (``op_plugin/ops/opapi/WeightQuantBatchMatmulV2KernelNpuOpApi.cpp``) does, and the int8 output
 is the float32 result times the fp19 scale plus the int9 offset, rounded half to even and
 saturated.
+
+Providers, tried in order: ``compiled`` (contiguous 2-D int8 / packed int4 weights with
+x-dtype scales, once a layer is hot: one compiled dequantize kernel per cache-resident tile of
+output columns, see ``weight_decode``), ``blocked`` (any 2-D weight, eager, blocks of weight
+rows), then the reference (batched weights).  All compute the reference's roundings; only the
+float32 summation order differs.
 """
 
 from __future__ import annotations
