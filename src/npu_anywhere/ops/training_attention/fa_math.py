@@ -84,7 +84,7 @@ def _scores(q_blk, k, pse_blk, scale, masked):
 
 def _finite(m):
     """Row maxima usable as exponent offsets: 0 for rows that saw nothing (-inf)."""
-    return torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    return torch.nan_to_num(m, nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def _inverse(l):

@@ -122,6 +122,11 @@ class PseSource:
         else:
             self.t = pse.to(ct)
         self.broadcast_rows = self.t.shape[2] == 1
+        if self.kind == "alibi":
+            # the last stored row, zero-padded on the right so that every diagonal of a tile
+            # (above the main one too, which is masked) is a window of it
+            last = self.t[:, :, ALIBI_ROWS - 1]
+            self.diagonals = torch.cat([last, last.new_zeros(*last.shape[:2], p.skv)], dim=-1)
 
     # -- TND flat forms <-> zero-padded [B, N, max Sq | 1, max Skv] ----------------------
 
@@ -157,6 +162,17 @@ class PseSource:
         skv = self.p.skv
         return (j - i + skv - 1).clamp_(0, skv - 1)
 
+    def _diagonal_tile(self, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
+        """``diagonals[j - i + Skv - 1]`` over the tile: counted from its last row up, the
+        index grows by one along both axes, so the tile is a strided window, flipped."""
+        d = self.diagonals
+        rows, cols = i1 - i0, j1 - j0
+        start = j0 - (i1 - 1) + self.p.skv - 1          # index at (last row, first column)
+        window = d.as_strided((d.shape[0], d.shape[1], rows, cols),
+                              (d.stride(0), d.stride(1), d.stride(2), d.stride(2)),
+                              d.storage_offset() + start * d.stride(2))
+        return window.flip(2)
+
     def _alibi_split(self, i0: int, i1: int) -> int:
         """First row read directly (non-TND: the last 1024 rows; TND: none)."""
         if self.p.packed:
@@ -170,8 +186,7 @@ class PseSource:
         split = self._alibi_split(i0, i1)
         parts = []
         if split > i0:
-            idx = self._diagonal_index(i0, split, j0, j1)
-            parts.append(self.t[:, :, ALIBI_ROWS - 1][..., idx])
+            parts.append(self._diagonal_tile(i0, split, j0, j1))
         if i1 > split:
             base = self.p.sq - ALIBI_ROWS
             parts.append(self.t[:, :, split - base:i1 - base, j0:j1])
