@@ -34,6 +34,7 @@ GRAD_SCHEMA = (
     "int[]? actual_seq_lengths, int[]? actual_seq_lengths_kv, str q_input_layout, "
     "str kv_input_layout, int num_key_value_heads, float scale_value) -> (Tensor, Tensor, Tensor)")
 _DEFAULT_BLOCK = [128, 128]     # the backward's block_shape when None (op-plugin's kernel glue)
+FAST_PROVIDER = "flat_gather"
 
 
 # -- forward -----------------------------------------------------------------------------------
@@ -86,6 +87,31 @@ block_sparse_attention_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS,
                                   reference=block_sparse_attention_reference,
                                   fake=_forward_fake, metadata_check=True,
                                   info=OpInfo(api="torch_npu"))
+
+
+def _fast_forward(query, key, value, block_sparse_mask, block_shape, *, q_input_layout="TND",
+                  kv_input_layout="TND", num_key_value_heads=1, scale_value=0.0,
+                  inner_precise=1, actual_seq_lengths=None, actual_seq_lengths_kv=None,
+                  softmax_lse_flag=0):
+    p = check_block_sparse_attention(
+        query, key, value, block_sparse_mask, block_shape, q_input_layout=q_input_layout,
+        kv_input_layout=kv_input_layout, num_key_value_heads=num_key_value_heads,
+        inner_precise=inner_precise, actual_seq_lengths=actual_seq_lengths,
+        actual_seq_lengths_kv=actual_seq_lengths_kv, softmax_lse_flag=softmax_lse_flag)
+    return bsa_math.forward(query, key, value, block_sparse_mask, p, float(scale_value),
+                            inner_precise, fast=True)
+
+
+def _fast_supports(query, key, value, block_sparse_mask, block_shape, *args, **kwargs):
+    # a malformed block_shape is taken (and refused by the op's checks, with its message)
+    if len(block_shape) >= 1 and 0 < block_shape[0] < bsa_math.GATHER_MIN_BLOCK_X:
+        return (f"blockShapeX {block_shape[0]} < {bsa_math.GATHER_MIN_BLOCK_X}: the dense "
+                f"solver of the reference")
+    return None
+
+
+# The gather solver with row-copy gathers and groups sized by the selected blocks (bsa_math).
+block_sparse_attention_op.add_provider(FAST_PROVIDER, _fast_forward, _fast_supports)
 
 
 # -- backward ----------------------------------------------------------------------------------
@@ -147,6 +173,27 @@ block_sparse_attention_backward_op = NpuOp(
     GRAD_SCHEMA, namespace=TORCH_NPU_NS, check=check_block_sparse_attention_backward,
     reference=block_sparse_attention_backward_reference, fake=_backward_fake,
     metadata_check=True, info=OpInfo(api="torch_npu", backward_of=OP))
+
+
+def _fast_backward(d_out, query, key, value, attention_out, softmax_lse, block_sparse_mask,
+                   block_shape, actual_seq_lengths, actual_seq_lengths_kv, q_input_layout,
+                   kv_input_layout, num_key_value_heads, scale_value):
+    p, _ = check_block_sparse_attention_backward(
+        d_out, query, key, value, attention_out, softmax_lse, block_sparse_mask, block_shape,
+        actual_seq_lengths, actual_seq_lengths_kv, q_input_layout, kv_input_layout,
+        num_key_value_heads, scale_value)
+    return bsa_math.backward(d_out, query, key, value, attention_out, softmax_lse,
+                             block_sparse_mask, p, float(scale_value), fast=True)
+
+
+def _fast_backward_supports(d_out, query, key, value, attention_out, softmax_lse,
+                            block_sparse_mask, block_shape, *args, **kwargs):
+    shape = _DEFAULT_BLOCK if block_shape is None or len(block_shape) < 2 else block_shape
+    return _fast_supports(query, key, value, block_sparse_mask, shape)
+
+
+block_sparse_attention_backward_op.add_provider(FAST_PROVIDER, _fast_backward,
+                                                _fast_backward_supports)
 
 
 # -- autograd (derivatives.yaml: query, key, value; softmax_lse is not differentiable) --------

@@ -136,6 +136,35 @@ def _group(p: BSAProblem, nkb: int) -> int:
     return max(1, SCORE_BUDGET // max(1, p.heads * nkb * p.by * max(p.bx, p.d)))
 
 
+class _FlatGather(_Gather):
+    """:class:`_Gather` for the fast provider: the blocks copied by ``index_select`` from the
+    ``[N * nkb, by, D]`` block table (a row memcpy; advanced indexing of ``[N, nkb, ...]`` by
+    two index tensors walks element by element and costs several times more)."""
+
+    def __init__(self, sel, k_blocks, v_blocks, nkv: int, by: int):
+        n, g, _ = sel.shape
+        dev = sel.device
+        count = sel.sum(-1)
+        c = int(count.max())
+        self.order = torch.sort(sel.to(torch.int8), dim=-1, descending=True,
+                                stable=True).indices[..., :c]
+        valid = torch.arange(c, device=dev) < count.unsqueeze(-1)
+        pos = self.order.unsqueeze(-1) * by + torch.arange(by, device=dev)
+        self.ok = (valid.unsqueeze(-1) & (pos < nkv)).reshape(n, g, c * by)
+        nkb = k_blocks.shape[1]
+        heads = torch.arange(n, device=dev).view(n, 1, 1)
+        self.flat_index = (heads * nkb + self.order).reshape(-1)
+        self.k = k_blocks.flatten(0, 1).index_select(0, self.flat_index).view(n, g, c * by, -1)
+        self.v = v_blocks.flatten(0, 1).index_select(0, self.flat_index).view(n, g, c * by, -1)
+
+
+def _group_by_count(p: BSAProblem, sel: torch.Tensor) -> int:
+    """Query blocks per group for the fast provider: sized by the most blocks any query block
+    selects (what the gathered scores hold), not by all ``nkb`` -- fewer, larger groups."""
+    c = max(1, int(sel.sum(-1).max()))
+    return max(1, SCORE_BUDGET // max(1, p.heads * c * p.by * max(p.bx, p.d)))
+
+
 def use_gather(p: BSAProblem) -> bool:
     """Gather the selected blocks when query blocks are tall enough that copying each one's
     keys costs little next to its product (else compute masked rows of the dense scores)."""
@@ -156,19 +185,20 @@ def _forward_dense(qb, kb, vb, mask_b, p, scale, dtype, half, out_b, lse_b):
         lse_b[:, i0:i1] = _lse(m, l, lse_b.dtype)
 
 
-def _forward_gather(qb, kb, vb, mask_b, p, scale, dtype, half, out_b, lse_b):
+def _forward_gather(qb, kb, vb, mask_b, p, scale, dtype, half, out_b, lse_b, fast=False):
     n, nq, d = qb.shape
     nkv = kb.shape[1]
     nqb, nkb = -(-nq // p.bx), -(-nkv // p.by)
     sel = mask_b[:, :nqb, :nkb]
     qp = _blocked(qb, nqb, p.bx)
     k_blocks, v_blocks = _blocked(kb, nkb, p.by), _blocked(vb, nkb, p.by)
-    step = _group(p, nkb)
+    step = _group_by_count(p, sel) if fast else _group(p, nkb)
+    gather = _FlatGather if fast else _Gather
     for a in range(0, nqb, step):
         z = min(nqb, a + step)
         if not bool(sel[:, a:z].any()):
             continue                     # rows that select nothing stay 0 / -inf
-        gat = _Gather(sel[:, a:z], k_blocks, v_blocks, nkv, p.by)
+        gat = gather(sel[:, a:z], k_blocks, v_blocks, nkv, p.by)
         s = _scaled(torch.matmul(qp[:, a:z], gat.k.transpose(-1, -2)), scale, half)
         s = s.masked_fill_(~gat.ok.unsqueeze(2), float("-inf"))        # [N, g, bx, c*by]
         m = s.amax(-1)
@@ -178,8 +208,10 @@ def _forward_gather(qb, kb, vb, mask_b, p, scale, dtype, half, out_b, lse_b):
         lse_b[:, r0:r1] = _lse(m, l, lse_b.dtype).reshape(n, -1)[:, :r1 - r0]
 
 
-def forward(query, key, value, mask, p: BSAProblem, scale: float, inner_precise: int):
-    """``(attention_out, softmax_lse)`` in the call's layout."""
+def forward(query, key, value, mask, p: BSAProblem, scale: float, inner_precise: int,
+            fast: bool = False):
+    """``(attention_out, softmax_lse)`` in the call's layout (``fast``: the gather solver's
+    provider variant, same arithmetic)."""
     dtype = query.dtype
     ct = compute_dtype(dtype)
     half = inner_precise == 1 and dtype == torch.float16
@@ -187,13 +219,14 @@ def forward(query, key, value, mask, p: BSAProblem, scale: float, inner_precise:
     lse = torch.full(lse_shape(query, p), float("-inf"), dtype=stats_dtype(dtype),
                      device=query.device)
     solve = _forward_gather if use_gather(p) else _forward_dense
+    extra = {"fast": True} if fast and use_gather(p) else {}
     qs = ks = 0
     for b in range(p.batch):
         nq, nkv = p.q_lens[b], p.kv_lens[b]
         if nq > 0 and nkv > 0:
             qb, kb, vb = _inputs(query, key, value, p, b, qs, ks, ct)
             solve(qb, kb, vb, mask[b] != 0, p, scale, dtype, half,
-                  rows(out, p, b, qs, kv=False), _lse_rows(lse, p, b, qs))
+                  rows(out, p, b, qs, kv=False), _lse_rows(lse, p, b, qs), **extra)
         qs, ks = qs + nq, ks + nkv
     return out, lse
 
@@ -223,7 +256,7 @@ def _backward_dense(qb, kb, vb, dob, ob, lse_b, mask_b, p, scale, dq_b):
     return dk, dv
 
 
-def _backward_gather(qb, kb, vb, dob, ob, lse_b, mask_b, p, scale, dq_b):
+def _backward_gather(qb, kb, vb, dob, ob, lse_b, mask_b, p, scale, dq_b, fast=False):
     n, nq, d = qb.shape
     nkv = kb.shape[1]
     nqb, nkb = -(-nq // p.bx), -(-nkv // p.by)
@@ -233,12 +266,13 @@ def _backward_gather(qb, kb, vb, dob, ob, lse_b, mask_b, p, scale, dq_b):
     k_blocks, v_blocks = _blocked(kb, nkb, p.by), _blocked(vb, nkb, p.by)
     dk_blocks = torch.zeros(n * nkb, p.by, d, dtype=kb.dtype, device=kb.device)
     dv_blocks = torch.zeros(n * nkb, p.by, vb.shape[-1], dtype=vb.dtype, device=vb.device)
-    step = _group(p, nkb)
+    step = _group_by_count(p, sel) if fast else _group(p, nkb)
+    gather = _FlatGather if fast else _Gather
     for a in range(0, nqb, step):
         z = min(nqb, a + step)
         if not bool(sel[:, a:z].any()):
             continue
-        gat = _Gather(sel[:, a:z], k_blocks, v_blocks, nkv, p.by)
+        gat = gather(sel[:, a:z], k_blocks, v_blocks, nkv, p.by)
         # padding rows carry d_out = 0, so they add nothing to dk / dv
         dq_g, dk_g, dv_g = _grads(qp[:, a:z], gat.k, gat.v, dop[:, a:z], op[:, a:z],
                                   lsep[:, a:z], gat.ok.unsqueeze(2), scale)
@@ -252,7 +286,7 @@ def _backward_gather(qb, kb, vb, dob, ob, lse_b, mask_b, p, scale, dq_b):
 
 
 def backward(d_out, query, key, value, attention_out, softmax_lse, mask, p: BSAProblem,
-             scale: float):
+             scale: float, fast: bool = False):
     """``(d_query, d_key, d_value)`` from the forward's output and log-sum-exp::
 
         P  = exp(s - lse) on selected positions;   D = rowsum(d_out * attention_out)
@@ -265,6 +299,7 @@ def backward(d_out, query, key, value, attention_out, softmax_lse, mask, p: BSAP
     dk = torch.zeros(key.shape, dtype=ct, device=query.device)
     dv = torch.zeros(value.shape, dtype=ct, device=query.device)
     solve = _backward_gather if use_gather(p) else _backward_dense
+    extra = {"fast": True} if fast and use_gather(p) else {}
     qs = ks = 0
     for b in range(p.batch):
         nq, nkv = p.q_lens[b], p.kv_lens[b]
@@ -275,7 +310,7 @@ def backward(d_out, query, key, value, attention_out, softmax_lse, mask, p: BSAP
             lse_b = _lse_rows(softmax_lse, p, b, qs).to(ct)
             lse_b = torch.where(torch.isfinite(lse_b), lse_b, torch.zeros_like(lse_b))
             dk_b, dv_b = solve(qb, kb, vb, dob, ob, lse_b, mask[b] != 0, p, scale,
-                               rows(dq, p, b, qs, kv=False))
+                               rows(dq, p, b, qs, kv=False), **extra)
             if group > 1:
                 dk_b = dk_b.reshape(p.kv_heads, group, nkv, -1).sum(1)
                 dv_b = dv_b.reshape(p.kv_heads, group, nkv, -1).sum(1)
