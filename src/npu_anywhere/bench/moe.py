@@ -6,7 +6,9 @@ T = 4096 tokens, E = 64 experts, top-k 8, H = 2048, float32 and bfloat16.  Conte
   row index.  Init routing: a boolean mask and ``nonzero`` per expert, gathering that expert's
   rows (the per-expert loop of eager MoE layers).  Finalize: the doc formula, one gather and
   weighted add per k in the input dtype.  Permute / unpermute: Megatron's eager twin
-  (argsort + index_select; index_copy + probs product + sum).
+  (argsort + index_select; index_copy + probs product + sum); with a routing map, Megatron's
+  ``permute`` / ``unpermute`` (masked_select of the transposed map + index_select;
+  probs product + scatter_add).
 * ``reference`` / ``npu_anywhere``: the op (the reference is the only provider today).
 
 Bytes moved: every input read once and every output written once.
@@ -20,6 +22,8 @@ from ..ops.moe.finalize_routing import npu_moe_finalize_routing
 from ..ops.moe.gating_top_k_softmax import npu_moe_gating_top_k_softmax
 from ..ops.moe.init_routing_v2 import npu_moe_init_routing_v2
 from ..ops.moe.token_permute import npu_moe_token_permute, npu_moe_token_unpermute
+from ..ops.moe.token_permute_routing_map import npu_moe_token_permute_with_routing_map
+from ..ops.moe.token_unpermute_routing_map import npu_moe_token_unpermute_with_routing_map
 from .registry import Case, register, with_reference
 
 # name: (tokens T, experts E, top-k K, hidden H)
@@ -183,6 +187,52 @@ def _permute_case(preset, dtype):
         })
 
 
+def naive_routing_map_pair(tokens, routing_map, probs):
+    t, hidden = tokens.shape
+    experts = routing_map.shape[1]
+    map_t = routing_map.bool().t().contiguous()
+    token_ids = torch.arange(t, device=tokens.device).unsqueeze(0).expand(experts, -1)
+    sorted_indices = token_ids.masked_select(map_t)
+    permuted_probs = probs.t().contiguous().masked_select(map_t)
+    permuted = tokens.index_select(0, sorted_indices)
+    weighted = permuted * permuted_probs.unsqueeze(-1)
+    out = torch.zeros(t, hidden, dtype=tokens.dtype, device=tokens.device)
+    return out.scatter_add_(0, sorted_indices.unsqueeze(1).expand(-1, hidden), weighted)
+
+
+def _routing_map_pair(tokens, routing_map, probs):
+    t, hidden = tokens.shape
+    k = int(routing_map.shape[1] and routing_map[0].sum())
+    permuted, _, sorted_indices = npu_moe_token_permute_with_routing_map(
+        tokens, routing_map, probs=probs, num_out_tokens=t * k)
+    return npu_moe_token_unpermute_with_routing_map(permuted, sorted_indices, [t, hidden],
+                                                    probs=probs, routing_map=routing_map)
+
+
+def _routing_map_case(preset, dtype):
+    t, e, k, h = PRESETS[preset]
+
+    def make(device):
+        x, _, ids = _routing_inputs(t, e, k, h, dtype, device)
+        routing_map = torch.zeros(t, e, dtype=torch.bool, device=device).scatter(
+            1, ids.long(), True)
+        probs = torch.softmax(torch.rand(t, e), -1).to(device=device, dtype=dtype)
+        return x, routing_map, probs
+
+    size = torch.finfo(dtype).bits // 8
+    return Case(
+        name=f"npu_moe_token_permute+unpermute_with_routing_map {preset} {str(dtype)[6:]}",
+        op="npu_moe_token_unpermute_with_routing_map", preset=preset, dtype=dtype,
+        make_inputs=make,
+        bytes_moved=size * (2 * t * h + 2 * t * k * h + t * e + t * k) + t * e + 4 * t * k,
+        tolerance={"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {},
+        contenders={
+            "naive": naive_routing_map_pair,
+            "reference": with_reference(_routing_map_pair),
+            "npu_anywhere": _routing_map_pair,
+        })
+
+
 for _preset in PRESETS:
     for _dtype in DTYPES:
         if _dtype == torch.float32:
@@ -192,3 +242,4 @@ for _preset in PRESETS:
         register(_init_routing_case(_preset, _dtype))
         register(_finalize_case(_preset, _dtype))
         register(_permute_case(_preset, _dtype))
+        register(_routing_map_case(_preset, _dtype))

@@ -142,3 +142,37 @@ def test_bad_inputs():
     with na.strict("A2"):
         with pytest.raises(TypeError, match="expected tokens dtype in \\['bfloat16'\\]"):
             na.npu_moe_token_permute(tokens.float(), indices)
+
+
+def kernel_steps_unpermute(permuted, inv, probs):
+    """float32 products summed in k order, one rounding (dropped choices add nothing)."""
+    k = probs.shape[1]
+    rows = []
+    for t in range(len(inv) // k):
+        acc = None
+        for j in range(k):
+            r = inv[t * k + j]
+            if r < permuted.shape[0]:
+                term = permuted[r].float() * probs[t, j].float()
+                acc = term if acc is None else acc + term
+        rows.append(torch.zeros(permuted.shape[1]) if acc is None else acc)
+    return torch.stack(rows).to(permuted.dtype)
+
+
+@pytest.mark.slow       # compiles: seconds of Inductor
+def test_unpermute_compiled_provider_matches_kernel_steps():
+    from npu_anywhere.kernels import compiled as compiled_kernels
+    from npu_anywhere.library import REGISTRY
+
+    tokens, indices, probs = data(n=9, h=40, k=3)
+    permuted, s = na.npu_moe_token_permute(tokens, indices, 20)        # 7 choices dropped
+    want = kernel_steps_unpermute(permuted, s.tolist(), probs)
+    with na.use_providers("reference"):
+        assert torch.equal(na.npu_moe_token_unpermute(permuted, s, probs=probs), want)
+    fast = {p.name: p for p in REGISTRY["npu_moe_token_unpermute"].providers._fast}
+    provider = fast["compiled"].fn.__self__
+    with compiled_kernels.compiling_after(0), na.use_providers("compiled"):
+        out = na.npu_moe_token_unpermute(permuted, s, probs=probs)
+    assert provider._disabled is None, provider._disabled
+    assert provider._compiled
+    assert torch.equal(out, want)

@@ -317,6 +317,7 @@ def test_strict_mode():
         call(c64)
 
 
+@pytest.mark.slow       # compiles: seconds of Inductor
 def test_compiled_provider_matches_reference():
     from npu_anywhere.kernels import compiled as compiled_kernels
     from npu_anywhere.ops.moe import token_unpermute_routing_map as module

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from ... import checks, targets
+from ...kernels import compiled
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from ._routing import compute_dtype, expect_float, inverse_permutation, stable_sort
@@ -154,13 +155,30 @@ def _check_unpermute(op, permuted_tokens, sorted_indices, probs, padded_mode):
 
 def unpermute_reference(permuted_tokens, sorted_indices, probs=None, padded_mode=False,
                         restore_shape=None):
+    rows, hidden = permuted_tokens.shape
     k = 1 if probs is None else probs.shape[1]
-    picked = _gather_rows(permuted_tokens, sorted_indices, k)
-    if probs is None:
-        out = picked.sum(dim=1)
-    else:
-        out = torch.bmm(probs.to(picked.dtype).unsqueeze(1), picked).squeeze(1)
-    return out.to(permuted_tokens.dtype)
+    ct = compute_dtype(permuted_tokens.dtype)
+    idx = sorted_indices.to(torch.int64).view(-1, k)
+    weights = None if probs is None else probs.to(ct)
+    if rows == 0 or k == 0:                  # every choice dropped: nothing to add
+        return permuted_tokens.new_zeros((idx.shape[0], hidden))
+    # One gathered (N, H) slice per k, summed in k order: no (N, K, H) temporary (nor a
+    # widened copy of the table), and the loop the compiled provider fuses into one pass that
+    # reads each permuted row once and writes each output row once.
+    valid = (idx >= 0) & (idx < rows)                       # False: a dropped choice adds 0
+    # Eager calls skip the masking pass when nothing was dropped (a compiled graph cannot
+    # branch on data, and there the mask fuses into the same loop for free).
+    masked = torch.compiler.is_compiling() or not bool(valid.all())
+    safe = idx.clamp(0, rows - 1)
+    total = None
+    for j in range(k):
+        term = permuted_tokens.index_select(0, safe[:, j]).to(ct)
+        if masked:
+            term = term.masked_fill(~valid[:, j:j + 1], 0)
+        if weights is not None:
+            term = term.mul_(weights[:, j:j + 1])       # in place: one fresh (N, H) per k
+        total = term if total is None else total.add_(term)
+    return total.to(permuted_tokens.dtype)
 
 
 def check_unpermute_grad(permuted_tokens, grad_unpermuted_tokens, sorted_indices, probs=None,
@@ -201,8 +219,14 @@ permute_op = NpuOp(PERMUTE_SCHEMA, namespace=TORCH_NPU_NS, check=check_permute,
 permute_grad_op = NpuOp(PERMUTE_GRAD_SCHEMA, namespace=TORCH_NPU_NS, check=check_permute_grad,
                         reference=permute_grad_reference, metadata_check=True,
                         info=OpInfo(api="torch_npu", backward_of=PERMUTE))
+def unpermute_fake(permuted_tokens, sorted_indices, probs=None, padded_mode=False,
+                   restore_shape=None):
+    k = 1 if probs is None else probs.shape[1]
+    return permuted_tokens.new_empty((sorted_indices.shape[0] // k, permuted_tokens.shape[1]))
+
+
 unpermute_op = NpuOp(UNPERMUTE_SCHEMA, namespace=TORCH_NPU_NS, check=check_unpermute,
-                     reference=unpermute_reference, metadata_check=True,
+                     reference=unpermute_reference, fake=unpermute_fake, metadata_check=True,
                      info=OpInfo(api="torch_npu"))
 unpermute_grad_op = NpuOp(UNPERMUTE_GRAD_SCHEMA, namespace=TORCH_NPU_NS,
                           check=check_unpermute_grad, reference=unpermute_grad_reference,
@@ -241,6 +265,18 @@ def _unpermute_backward(ctx, grad):
 
 permute_op.set_autograd(setup_context=_permute_setup, backward=_permute_backward)
 unpermute_op.set_autograd(setup_context=_unpermute_setup, backward=_unpermute_backward)
+
+
+def _unpermute_key(permuted_tokens, sorted_indices, probs=None, padded_mode=False,
+                   restore_shape=None):
+    return ("unpermute", permuted_tokens.dtype, None if probs is None else probs.dtype,
+            1 if probs is None else probs.shape[1], permuted_tokens.shape[1],
+            permuted_tokens.device.type)
+
+
+# The reference's k loop fused into one pass over the output (the eager loop makes about four
+# passes over (N, H) per k).
+compiled.register(unpermute_op, key=_unpermute_key)
 
 
 def npu_moe_token_permute(tokens, indices, num_out_tokens=None, padded_mode=False):

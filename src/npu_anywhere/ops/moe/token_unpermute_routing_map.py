@@ -165,14 +165,19 @@ def _unpermute_topk(permuted_tokens, sorted_indices, tokens_num, probs, routing_
     weights = None if probs is None else slot_weights(probs, routing_map, k)[0].to(ct)
     # One (T, H) gathered slice per k, accumulated in k order: the kernel's order, and a loop
     # the compiled provider fuses into one pass that reads each permuted row once.
+    unused = idx < 0                                            # -1: an unused slot adds 0
+    # Eager calls skip the masking pass when every slot is used (a compiled graph cannot
+    # branch on data; there the mask fuses into the same loop for free).
+    masked = torch.compiler.is_compiling() or bool(unused.any())
+    safe = idx.clamp(min=0)
     total = None
     for j in range(k):
-        col = idx[:, j]
-        term = permuted_tokens.index_select(0, col.clamp(min=0)).to(ct)
-        term = torch.where((col >= 0).unsqueeze(-1), term, 0)       # -1: an unused slot
+        term = permuted_tokens.index_select(0, safe[:, j]).to(ct)
+        if masked:
+            term = term.masked_fill(unused[:, j:j + 1], 0)
         if weights is not None:
-            term = term * weights[:, j:j + 1]
-        total = term if total is None else total + term
+            term = term.mul_(weights[:, j:j + 1])       # in place: one fresh (T, H) per k
+        total = term if total is None else total.add_(term)
     if total is None:
         total = permuted_tokens.new_zeros((tokens_num, hidden), dtype=ct)
     return total.to(permuted_tokens.dtype), weights
