@@ -31,6 +31,32 @@ def test_pfa_next_tokens_defaults_to_zero_with_a_mask():
         close(bnsd(out)[i], go)
 
 
+@pytest.mark.parametrize("mode,pre,nxt", [(10, 1, 0), (12, INF, INF), (14, 2, 1)])
+def test_pfa_high_precision_sparse_modes_and_masked_rows(mode, pre, nxt):
+    """op-plugin maps sparse_mode 10-14 onto 0-4 in high precision; a row the mask hides
+    entirely (sparse_mode 0 / 10, no row-invalid correction in PFA) is the mean of its keys'
+    values."""
+    b, n, s, d = 1, 2, 4, 8
+    q, k, v = rnd(b, n, s, d), rnd(b, n, s, d, seed=1), rnd(b, n, s, d, seed=2)
+    base_mode = mode - 10
+    mask = torch.zeros(s, s, dtype=torch.bool) if base_mode == 0 else \
+        torch.triu(torch.ones(2048, 2048, dtype=torch.bool), 1)
+    if base_mode == 0:
+        mask[2, 1:3] = True                     # row 2's band keys 1, 2: all masked
+    out = na.npu_prompt_flash_attention(q, k, v, num_heads=n, input_layout="BNSD",
+                                        atten_mask=mask, sparse_mode=mode, pre_tokens=pre,
+                                        next_tokens=nxt)
+    user = mask if base_mode == 0 else None
+    allowed = prompt_allowed(s, s, s, s, base_mode, pre, nxt, user)
+    base = prompt_allowed(s, s, s, s, base_mode, pre, nxt,
+                          torch.zeros(s, s) if base_mode == 0 else None)
+    go, _ = attend(q[0], k[0], v[0], 1.0, allowed[None], base=base[None], rule="uniform",
+                   fill=-3.4028234663852886e38)
+    close(out[0], go)
+    if base_mode == 0:
+        close(out[0, :, 2], v[0, :, 1:3].double().mean(1))
+
+
 def test_pfa_single_token_query_stays_on_the_prompt_branch():
     """Q_S = 1 with sparse_mode 2 (top-left causal): the row sees key 0 only (FIA would take
     the incremental branch and see every key)."""

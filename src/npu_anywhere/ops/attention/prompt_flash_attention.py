@@ -6,7 +6,9 @@ Formula (seed 004)::
 
 Same semantics as ``npu_fused_infer_attention_score`` on its prompt branch -- layouts BSH, BSND,
 BNSD, BNSD_BSND, TND; actual lengths; atten_mask and sparse_mode 0-4; GQA; int8 output with
-quant_scale2; full int8 inputs with deq_scale1 / quant_scale1 / deq_scale2 -- with two differences of the page: ``next_tokens`` defaults to 0, and a Q_S of 1
+quant_scale2; full int8 inputs with deq_scale1 / quant_scale1 / deq_scale2; the kernel runs in
+high performance (inner_precise 1), sparse_mode 10-14 meaning modes 0-4 in high precision, as
+op-plugin passes them -- with two differences of the page: ``next_tokens`` defaults to 0, and a Q_S of 1
 stays on the prompt branch (sparse_mode and the tokens still apply).  Returns attention_out only.
 Schema from op-plugin ``op_plugin_functions.yaml`` (the length lists as ``SymInt[]?``).
 """
@@ -32,6 +34,7 @@ SCHEMA = (
     "str input_layout=\"BSH\", int num_key_value_heads=0, "
     "SymInt[]? actual_seq_lengths_kv=None, int sparse_mode=0) -> Tensor")
 LAYOUTS = ("BSH", "BSND", "BNSD", "BNSD_BSND", "TND")
+HIGH_PRECISION_SPARSE = (10, 14)      # sparse_mode 10-14: modes 0-4 in high precision
 # Products the page lists.
 _PRODUCTS = frozenset({Product.A2, Product.A3, Product.ATLAS_INFERENCE})
 DEFAULTS = {a.name: a.default_value for a in torch._C.parse_schema(SCHEMA).arguments
@@ -46,7 +49,13 @@ def _fia_params(kwargs: dict) -> dict:
     from ... import checks
     checks.expect(p["input_layout"] in LAYOUTS, OP, "input_layout", f"one of {list(LAYOUTS)}",
                   repr(p["input_layout"]), ValueError)
-    # padding_mask is reserved on the page (unused).
+    # padding_mask is reserved on the page (unused).  op-plugin
+    # (FlashAttentionKernelNpuOpApi.cpp, npu_prompt_flash_attention) runs the kernel in high
+    # performance (inner_precise 1), or in high precision for sparse_mode 10-14, which it maps
+    # onto 0-4.
+    sparse_mode, inner_precise = p["sparse_mode"], 1
+    if HIGH_PRECISION_SPARSE[0] <= sparse_mode <= HIGH_PRECISION_SPARSE[1]:
+        sparse_mode, inner_precise = sparse_mode - HIGH_PRECISION_SPARSE[0], 0
     return fia._params(dict(
         atten_mask=p["atten_mask"], pse_shift=p["pse_shift"],
         actual_seq_lengths=p["actual_seq_lengths"],
@@ -55,7 +64,8 @@ def _fia_params(kwargs: dict) -> dict:
         dequant_scale2=p["deq_scale2"], quant_scale2=p["quant_scale2"],
         quant_offset2=p["quant_offset2"], num_heads=p["num_heads"], scale=p["scale_value"],
         pre_tokens=p["pre_tokens"], next_tokens=p["next_tokens"], input_layout=p["input_layout"],
-        num_key_value_heads=p["num_key_value_heads"], sparse_mode=p["sparse_mode"])) | {
+        num_key_value_heads=p["num_key_value_heads"], sparse_mode=sparse_mode,
+        inner_precise=inner_precise)) | {
             "_branch": "prompt", "_products": _PRODUCTS}
 
 
