@@ -256,6 +256,22 @@ def _backward_dense(qb, kb, vb, dob, ob, lse_b, mask_b, p, scale, dq_b):
     return dk, dv
 
 
+def _index_add(blocks, gat, rows_):
+    blocks.index_add_(0, gat.flat_index, rows_)
+
+
+def _add_rows(blocks, gat, rows_):
+    """``blocks[flat_index[r]] += rows_[r]`` for the gathered blocks that were selected.
+
+    CPU ``index_add_`` of whole blocks runs as an element-wise scatter; one ``add_`` per
+    selected block (a few hundred per group, each ``by * D`` contiguous elements) is several
+    times faster and adds in the same order."""
+    valid = gat.ok.view(*gat.order.shape, -1)[..., 0].reshape(-1)
+    for r, target in zip(valid.nonzero()[:, 0].tolist(),
+                         gat.flat_index[valid].tolist()):
+        blocks[target].add_(rows_[r])
+
+
 def _backward_gather(qb, kb, vb, dob, ob, lse_b, mask_b, p, scale, dq_b, fast=False):
     n, nq, d = qb.shape
     nkv = kb.shape[1]
@@ -278,8 +294,9 @@ def _backward_gather(qb, kb, vb, dob, ob, lse_b, mask_b, p, scale, dq_b, fast=Fa
                                   lsep[:, a:z], gat.ok.unsqueeze(2), scale)
         r0, r1 = a * p.bx, min(nq, z * p.bx)
         dq_b[:, r0:r1] = dq_g.reshape(n, -1, d)[:, :r1 - r0]
-        dk_blocks.index_add_(0, gat.flat_index, dk_g.reshape(-1, p.by, d))
-        dv_blocks.index_add_(0, gat.flat_index, dv_g.reshape(-1, p.by, dv_g.shape[-1]))
+        add = _add_rows if fast and dk_blocks.device.type == "cpu" else _index_add
+        add(dk_blocks, gat, dk_g.reshape(-1, p.by, d))
+        add(dv_blocks, gat, dv_g.reshape(-1, p.by, dv_g.shape[-1]))
     dk = dk_blocks.view(n, nkb * p.by, d)[:, :nkv]
     dv = dv_blocks.view(n, nkb * p.by, -1)[:, :nkv]
     return dk, dv
