@@ -495,3 +495,12 @@ def test_full_int8_through_pfa_fake_and_errors():
     with pytest.raises(NotImplementedError, match="Q_S > 1"):
         FIA(q[:, :, :1], k, k, num_heads=2, input_layout="BNSD", dequant_scale1=kw["deq_scale1"],
             quant_scale1=kw["quant_scale1"], dequant_scale2=kw["deq_scale2"])
+
+
+def test_full_int8_strict_mode_warns_about_tiling():
+    q = ints(1, 2, 3, 32, seed=4)
+    kw = dict(num_heads=2, input_layout="BNSD", dequant_scale1=torch.tensor([0.01]),
+              quant_scale1=torch.tensor([100.0]), dequant_scale2=torch.tensor([0.0005]))
+    with na.strict("A2"), pytest.warns(UserWarning, match="per KV tile"):
+        out, _ = FIA(q, q, q, **kw)
+    assert out.dtype == torch.float16

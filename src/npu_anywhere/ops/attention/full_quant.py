@@ -19,7 +19,8 @@ its ``P`` -- and the int8 step ``P8`` -- are taken against a smaller maximum and
 differ from this untiled form by about one quantization step of P.  No public golden pins the
 tiling down (op-plugin's ``test_npu_fused_infer_attention_score_v3_fullquant`` uses all-ones
 inputs), so this module computes the untiled formula, which is the kernel's result whenever the
-KV fits one tile (512 keys) and otherwise its value up to that step; strict mode warns.
+KV fits one tile (the tiling picks the tile width) and otherwise its value up to that step;
+strict mode warns.
 
 Dequant scales are per-tensor: float32 values, or the uint64 / int64 words of
 ``npu_trans_quant_param`` (the fixpipe reads their fp19 scale field); ``quant_scale1`` is a
@@ -106,9 +107,9 @@ def solve(problem: AttentionProblem) -> tuple[torch.Tensor, Optional[torch.Tenso
     problem (see the module docstring); the integer matmuls are exact (float64)."""
     fq: FullQuant = problem.full_quant
     if targets.current() is not None:
-        warnings.warn("full-int8 attention: the NPU quantizes the probabilities per KV tile of "
-                      "512 keys; beyond one tile its result may differ from this untiled "
-                      "emulation by one int8 step of P", UserWarning, stacklevel=2)
+        warnings.warn("full-int8 attention: the NPU quantizes the probabilities per KV tile; "
+                      "beyond one tile its result may differ from this untiled emulation by "
+                      "one int8 step of P", UserWarning, stacklevel=2)
     key, value = dense_kv(problem)
     q = problem.query.to(torch.float64)
     k, v = key.to(torch.float64), value.to(torch.float64)
