@@ -44,10 +44,8 @@ def int4_tile(words: torch.Tensor, scale: torch.Tensor, offset: Optional[torch.T
     # nibble j sits at bits 4j..4j+3: shift it to the top, then an arithmetic shift sign-extends.
     shifts = torch.arange(28, -4, -4, dtype=torch.int32, device=words.device).reshape(8, 1)
     nibbles = (words.unsqueeze(1) << shifts) >> 28                      # [k, 8, c]
-    w = nibbles.to(scale.dtype).reshape(groups, k // groups, 8, c)
-    if offset is not None:
-        w = w + offset.unsqueeze(1)
-    w = w * scale.unsqueeze(1)
+    w = _dequantize(nibbles.reshape(groups, k // groups, 8, c), scale.unsqueeze(1),
+                    None if offset is None else offset.unsqueeze(1))
     return w.reshape(k, 8 * c).to(out_dtype)
 
 
@@ -56,11 +54,25 @@ def int8_tile(values: torch.Tensor, scale: torch.Tensor, offset: Optional[torch.
     """int8 ``[k, columns]`` -> dequantized tile; ``scale`` / ``offset``: ``[groups, columns]``."""
     k, cols = values.shape
     groups = scale.shape[0]
-    w = values.to(scale.dtype).reshape(groups, k // groups, cols)
-    if offset is not None:
-        w = w + offset.unsqueeze(1)
-    w = w * scale.unsqueeze(1)
+    w = _dequantize(values.reshape(groups, k // groups, cols), scale.unsqueeze(1),
+                    None if offset is None else offset.unsqueeze(1))
     return w.reshape(k, cols).to(out_dtype)
+
+
+def _dequantize(values: torch.Tensor, scale: torch.Tensor,
+                offset: Optional[torch.Tensor]) -> torch.Tensor:
+    """``(values + offset) * scale`` in scale's dtype, each step rounded once.
+
+    Written in float32 with explicit roundings rather than as float16 / bfloat16 arithmetic:
+    the integers and the parameters are exact in float32, so each float32 step rounded to the
+    dtype is that dtype's own operation; and Inductor's C++ code converts int32 -> float32
+    directly instead of through the 16-bit type (about 4x faster decode, measured).
+    """
+    dtype = scale.dtype
+    w = values.to(torch.float32)
+    if offset is not None:
+        w = (w + offset.to(torch.float32)).to(dtype).to(torch.float32)
+    return (w * scale.to(torch.float32)).to(dtype)
 
 
 def _rows(p: torch.Tensor, n: int) -> torch.Tensor:
