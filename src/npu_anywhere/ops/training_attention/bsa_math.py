@@ -126,6 +126,8 @@ class _Gather:
 def _blocked(x: torch.Tensor, n_blocks: int, size: int) -> torch.Tensor:
     """``[N, L, D]`` zero-padded to ``n_blocks * size`` rows, as ``[N, n_blocks, size, D]``."""
     n, length, d = x.shape
+    if length == n_blocks * size:
+        return x.reshape(n, n_blocks, size, d)       # no padding: a view (only ever read)
     out = x.new_zeros(n, n_blocks * size, d)
     out[:, :length] = x
     return out.view(n, n_blocks, size, d)
