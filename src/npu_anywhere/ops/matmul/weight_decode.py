@@ -3,9 +3,11 @@ block of output columns at a time by one compiled kernel, and each tile feeds a 
 
 Why tiles of output columns: a ``(k, columns)`` tile holds the full reduction for its columns,
 so each tile's product is final -- a bfloat16 ``torch.mm`` can accumulate in float32 and round
-once, which is the reference's rounding, and no float copy of the whole weight is ever made (the
-point of W4A16 is to move and hold a quarter of the weight bytes).  A tile of about 1 MiB stays
-in the core's L2 cache between the decode that writes it and the GEMM that reads it.
+once, which is the reference's rounding, and at decode sizes no float copy of the whole weight
+is made (the point of W4A16 is to move and hold a quarter of the weight bytes).  A tile of about
+1 MiB stays in the core's L2 cache between the decode that writes it and the GEMM that reads it.
+With many rows of x (prefill), or off the CPU, one tile spans the whole weight: the decode is
+then a small part of the GEMM's work, and one wide GEMM beats many narrow ones.
 
 Why planes for int4: a packed word ``(row, c)`` holds columns ``8c .. 8c + 7`` (nibble ``j`` is
 column ``8c + j``).  Decoding nibble ``j`` of every word of the tile gives a contiguous plane, so
@@ -118,7 +120,9 @@ def tiled_weight_matmul(x2d: torch.Tensor, weight: torch.Tensor, scale: torch.Te
     if packed:
         s = _planes(s)
         o = None if o is None else _planes(o)
-    step = stored if m > WHOLE_WEIGHT_ROWS else min(stored, tile_words(k, packed))
+    # Cache-sized tiles are a CPU matter; a GPU wants one wide decode and one wide GEMM.
+    whole = m > WHOLE_WEIGHT_ROWS or x2d.device.type != "cpu"
+    step = stored if whole else min(stored, tile_words(k, packed))
     y = torch.empty(m, n, dtype=out_dtype, device=x2d.device)
     kind = "int4" if packed else "int8"
     for c0 in range(0, stored, step):
