@@ -110,7 +110,12 @@ def _check_layout(op, rows, tokens_num, experts, has_probs, drop_and_pad, what):
 
 def check_unpermute(permuted_tokens, sorted_indices, restore_shape, *, probs=None,
                     routing_map=None, drop_and_pad=False):
-    op = OP
+    _check_forward(OP, permuted_tokens, sorted_indices, restore_shape, probs, routing_map,
+                   drop_and_pad)
+
+
+def _check_forward(op, permuted_tokens, sorted_indices, restore_shape, probs, routing_map,
+                   drop_and_pad):
     checks.expect_dim(permuted_tokens, 2, op, "permuted_tokens")
     expect_float(op, "permuted_tokens", permuted_tokens)
     checks.expect_dim(sorted_indices, 1, op, "sorted_indices")
@@ -226,8 +231,8 @@ def unpermute_fake(permuted_tokens, sorted_indices, restore_shape, *, probs=None
 
 def check_full(permuted_tokens, sorted_indices, restore_shape, *, probs=None, routing_map=None,
                drop_and_pad=False):
-    check_unpermute(permuted_tokens, sorted_indices, restore_shape, probs=probs,
-                    routing_map=routing_map, drop_and_pad=drop_and_pad)
+    _check_forward(FULL, permuted_tokens, sorted_indices, restore_shape, probs, routing_map,
+                   drop_and_pad)
 
 
 def full_reference(permuted_tokens, sorted_indices, restore_shape, *, probs=None,

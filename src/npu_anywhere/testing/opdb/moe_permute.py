@@ -103,6 +103,11 @@ def _unpermute() -> None:
         Sample("topk2_fp16_no_probs", lambda: (
             (torch.randn(10, 3).to(torch.float16), slots(), [5, 3]), {})),
     ]
+    f.errors += [
+        ErrorSample("map_shape", lambda: ((torch.randn(8, 3), padded(), [5, 3]), {
+            "probs": torch.rand(4, 4), "routing_map": _map()[:4], "drop_and_pad": True}),
+            RuntimeError, f"_{op}: expected routing_map shape"),
+    ]
     g = entry(op + "_grad")
     order = lambda: torch.sort(padded(), stable=True)  # noqa: E731
     g.samples += [
