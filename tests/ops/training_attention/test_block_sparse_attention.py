@@ -305,8 +305,9 @@ def provider(request):
                                          ("dense", 1 << 12), ("gather", 1 << 16)])
 def test_both_solvers_match_golden_forward_and_backward(solver, monkeypatch, kind, budget,
                                                         provider):
-    if kind == "dense" and provider != "reference":
-        pytest.skip("the fast provider declines the dense solver's calls")
+    if provider != "reference" and (kind == "dense" or budget == 1):
+        pytest.skip("the fast provider declines the dense solver's calls; its own groups "
+                    "are split by the 1 << 16 budget")
     solver(kind)
     if budget is not None:      # one query block (gather) or a few rows (dense) per step
         from npu_anywhere.ops.training_attention import bsa_math

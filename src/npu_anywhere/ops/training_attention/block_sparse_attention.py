@@ -9,6 +9,10 @@ head ``n`` see key block ``j`` (``blockShapeY`` columns).  Schemas from op-plugi
 ``op_plugin_functions.yaml``; output shapes from its ``python/meta/_meta_registrations.py``;
 numerics from the hicann/ops-transformer A2 kernel (see :mod:`.bsa_math`); the backward from
 ``derivatives.yaml`` (query, key, value through npu_block_sparse_attention_backward).
+
+Provider ``flat_gather`` (blockShapeX >= 32, the gather solver's calls): the same arithmetic
+with row-copy block gathers, groups sized by the blocks actually selected and, on CPU, one
+``add_`` per selected block for the key / value gradients (see :mod:`.bsa_math`).
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ values rather than giving NaN); the unnormalised ``exp(s - max)`` rounded to the
 (its stage-1 buffer) enters both value products, accumulated in float32 and divided by the
 row sum at the end (Bmm2ResultDiv); one rounding of the output.  The max is the row's final
 max (the kernel rescales online past 1024 keys: a difference of one rounding of P).
+
+The references below are the oracle; calls run the ``strided_bmm`` provider of
+:mod:`.floyd_fast` (the same roundings, without the references' score-sized layout copies).
 """
 
 from __future__ import annotations
