@@ -11,8 +11,8 @@ numerics from the hicann/ops-transformer A2 kernel (see :mod:`.bsa_math`); the b
 ``derivatives.yaml`` (query, key, value through npu_block_sparse_attention_backward).
 
 Provider ``flat_gather`` (blockShapeX >= 32, the gather solver's calls): the same arithmetic
-with row-copy block gathers, groups sized by the blocks actually selected and, on CPU, one
-``add_`` per selected block for the key / value gradients (see :mod:`.bsa_math`).
+with row-copy block gathers and, on CPU, one ``add_`` per selected block for the key / value
+gradients (see :mod:`.bsa_math`).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def _fast_supports(query, key, value, block_sparse_mask, block_shape, *args, **k
     return None
 
 
-# The gather solver with row-copy gathers and groups sized by the selected blocks (bsa_math).
+# The gather solver with row-copy gathers (bsa_math._FlatGather) and per-block gradient adds.
 block_sparse_attention_op.add_provider(FAST_PROVIDER, _fast_forward, _fast_supports)
 
 

@@ -160,13 +160,6 @@ class _FlatGather(_Gather):
         self.v = v_blocks.flatten(0, 1).index_select(0, self.flat_index).view(n, g, c * by, -1)
 
 
-def _group_by_count(p: BSAProblem, sel: torch.Tensor) -> int:
-    """Query blocks per group for the fast provider: sized by the most blocks any query block
-    selects (what the gathered scores hold), not by all ``nkb`` -- fewer, larger groups."""
-    c = max(1, int(sel.sum(-1).max()))
-    return max(1, SCORE_BUDGET // max(1, p.heads * c * p.by * max(p.bx, p.d)))
-
-
 def use_gather(p: BSAProblem) -> bool:
     """Gather the selected blocks when query blocks are tall enough that copying each one's
     keys costs little next to its product (else compute masked rows of the dense scores)."""
@@ -194,7 +187,7 @@ def _forward_gather(qb, kb, vb, mask_b, p, scale, dtype, half, out_b, lse_b, fas
     sel = mask_b[:, :nqb, :nkb]
     qp = _blocked(qb, nqb, p.bx)
     k_blocks, v_blocks = _blocked(kb, nkb, p.by), _blocked(vb, nkb, p.by)
-    step = _group_by_count(p, sel) if fast else _group(p, nkb)
+    step = _group(p, nkb)
     gather = _FlatGather if fast else _Gather
     for a in range(0, nqb, step):
         z = min(nqb, a + step)
@@ -284,7 +277,7 @@ def _backward_gather(qb, kb, vb, dob, ob, lse_b, mask_b, p, scale, dq_b, fast=Fa
     k_blocks, v_blocks = _blocked(kb, nkb, p.by), _blocked(vb, nkb, p.by)
     dk_blocks = torch.zeros(n * nkb, p.by, d, dtype=kb.dtype, device=kb.device)
     dv_blocks = torch.zeros(n * nkb, p.by, vb.shape[-1], dtype=vb.dtype, device=vb.device)
-    step = _group_by_count(p, sel) if fast else _group(p, nkb)
+    step = _group(p, nkb)
     gather = _FlatGather if fast else _Gather
     for a in range(0, nqb, step):
         z = min(nqb, a + step)
