@@ -123,7 +123,8 @@ CAUSAL = dict(pre_tokens=UNBOUNDED, next_tokens=0)
 @pytest.mark.parametrize("n_q,n_kv", [(4, 4), (4, 2), (4, 1)])
 def test_flash_no_mask(n_q, n_kv, dtype):
     p = dense_problem(n_q=n_q, n_kv=n_kv, dtype=dtype, seed=n_q + n_kv)
-    if dtype in ROUNDED:        # the flash kernel cannot round the probabilities: tiled engine
+    if dtype in ROUNDED and not dense._low_precision_flash():
+        # run in bf16 / fp16 the flash kernel would be slow on this CPU: tiled engine
         assert "round the probabilities" in dense.flash_supports(p)
     else:
         assert dense.flash_supports(p) is None
@@ -331,10 +332,13 @@ def _rounding_problem(dtype, paged_kv: bool) -> AttentionProblem:
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("solver", ["reference", "dense", "paged", "decode_core"])
-def test_probabilities_rounding_exact(solver, dtype):
+def test_probabilities_rounding_exact(solver, dtype, monkeypatch):
     """``out = sum_j round(e_j) v_j / sum_j e_j`` with ``e_j = exp(s_j - max)`` (kernel's cast of
-    the probabilities to the input dtype, the row sum taken before it)."""
+    the probabilities to the input dtype, the row sum taken before it).  The dense solver is
+    held to its tiled engine: the flash kernel run in bf16 / fp16 rounds its output too, which
+    hides the difference (see test_low_precision_flash_matches_the_reference)."""
     from npu_anywhere.ops.attention.core import reference_attention
+    monkeypatch.setattr(dense, "_LOW_PRECISION_FLASH", False)
     e = torch.exp(torch.tensor(SCORES, dtype=torch.float64))
     # Precondition: every e_j is far from a rounding midpoint of the dtype, so the kernels'
     # float32 exp rounds the same way as this float64 one.
@@ -358,3 +362,18 @@ def test_probabilities_rounding_exact(solver, dtype):
         assert args[-1] == dtype
         out, _ = paged.decode_core(*args)
     torch.testing.assert_close(out.double().reshape(-1), rounded.expand(4), atol=2e-6, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_low_precision_flash_matches_the_reference(dtype, monkeypatch):
+    """Run in the input dtype, the flash kernel rounds the probabilities before ``P @ V`` as the
+    NPU does: its output agrees with the reference's (which rounds them too) to one rounding."""
+    from npu_anywhere.ops.attention.core import reference_attention
+    monkeypatch.setattr(dense, "_LOW_PRECISION_FLASH", True)
+    p = dense_problem(n_q=4, n_kv=2, s_q=9, s_kv=13, dtype=dtype, seed=5, **CAUSAL)
+    assert dense.flash_supports(p) is None
+    out, lse = dense_attention(p)
+    ref, ref_lse = reference_attention(p)
+    ulp = torch.finfo(dtype).eps
+    torch.testing.assert_close(out.to(dtype).float(), ref.to(dtype).float(), rtol=ulp, atol=ulp)
+    torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-5)

@@ -263,6 +263,17 @@ def test_gradcheck_bsnd_gqa_pse_causal():
     assert torch.autograd.gradcheck(f, (q, k, v, pse), fast_mode=True)
 
 
+@pytest.mark.parametrize("name", ["npu_fusion_attention", "npu_fusion_attention_v3"])
+def test_gradcheck_float64_on_the_fused_kernel_path(name):
+    # no mask, no pse: the call maps onto the CPU flash kernels, forward and backward
+    q, k, v = _f64(1, 2, 5, 3), _f64(1, 1, 4, 3, seed=1), _f64(1, 1, 4, 3, seed=2)
+    fn = getattr(na, name)
+
+    def f(q, k, v):
+        return fn(q, k, v, 2, "BNSD", scale=0.7)[0]
+    assert torch.autograd.gradcheck(f, (q, k, v), fast_mode=True)
+
+
 def test_gradcheck_sink_and_band():
     q, k, v = _f64(1, 2, 5, 3), _f64(1, 2, 5, 3, seed=1), _f64(1, 2, 5, 3, seed=2)
     sink = _f64(2, seed=4)

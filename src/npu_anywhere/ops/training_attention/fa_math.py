@@ -199,8 +199,11 @@ def flash_backward(q, k, v, dy, out, lse, scale: float, causal: bool):
     n, kv_heads = q.shape[1], k.shape[1]
     ke, ve = _expand_kv(k, n), _expand_kv(v, n)
     dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-        dy.to(q.dtype), q, ke, ve, out.to(q.dtype), lse.to(torch.float32) if q.dtype !=
-        torch.float64 else lse, 0.0, causal, scale=scale)
+        dy.to(q.dtype), q, ke, ve, out.to(q.dtype),
+        # the kernel wants its lse in float32, float64 for float64 inputs (the statistics
+        # outputs are float32 whatever the input)
+        lse.to(torch.float64 if q.dtype == torch.float64 else torch.float32), 0.0, causal,
+        scale=scale)
     if kv_heads != n:
         b, _, skv, _ = k.shape
         dk = dk.view(b, kv_heads, n // kv_heads, skv, -1).sum(dim=2)

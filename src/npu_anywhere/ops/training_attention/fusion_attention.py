@@ -132,7 +132,9 @@ def _flash_supports(*args, **kwargs):
 
 fusion_attention_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_fusion_attention,
                             reference=fusion_attention_reference, fake=_fusion_attention_fake,
-                            metadata_check=False, info=OpInfo(api="torch_npu"))
+                            metadata_check=False, random=True, info=OpInfo(api="torch_npu"))
+
+
 def _tiled_fusion_attention(*args, **kwargs):
     return _forward(args, kwargs, use_flash=False, tiled=True)
 
