@@ -207,14 +207,16 @@ def _child(case_name: str, contender: str, repeats: int, conn) -> None:
     conn.send((sorted(times)[len(times) // 2], peak * 1024))
 
 
-def measure(filter_text: str = "", repeats: int = 3) -> list[dict]:
-    """Median seconds and peak extra RSS (beyond the inputs) per contender, fresh processes."""
+def measure(filter_text: str = "", repeats: int = 3,
+            ops: tuple[str, ...] = ("npu_fusion_attention",)) -> list[dict]:
+    """Median seconds and peak extra RSS (beyond the inputs) per contender of the cases of
+    ``ops``, each in a fresh process; the contenders of one case run one after another."""
     import multiprocessing as mp
     from .registry import CASES
     ctx = mp.get_context("fork")
     rows = []
     for case in CASES:
-        if case.op != "npu_fusion_attention" or filter_text not in case.name:
+        if case.op not in ops or filter_text not in case.name:
             continue
         for name in case.contenders:
             parent, child = ctx.Pipe()
@@ -224,7 +226,7 @@ def measure(filter_text: str = "", repeats: int = 3) -> list[dict]:
             proc.join()
             rows.append({"case": case.name, "contender": name, "median_s": seconds,
                          "peak_extra_bytes": peak})
-            print(f"{case.name:46} {name:13} {seconds * 1e3:10.1f} ms  peak +"
+            print(f"{case.name:52} {name:13} {seconds * 1e3:10.1f} ms  peak +"
                   f"{peak / 2**20:8.1f} MiB", flush=True)
     return rows
 

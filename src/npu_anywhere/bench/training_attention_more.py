@@ -144,44 +144,10 @@ for _backward in (False, True):
 
 # -- a quick side-by-side measurement ----------------------------------------------------------
 
-def _child(case_name: str, contender: str, repeats: int, conn) -> None:
-    import resource
-    import time
-    from .registry import CASES
-    case = next(c for c in CASES if c.name == case_name)
-    inputs = case.make_inputs(torch.device("cpu"))
-    fn = case.contenders[contender]
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn(*inputs)
-        times.append(time.perf_counter() - t0)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base
-    conn.send((sorted(times)[len(times) // 2], peak * 1024))
-
-
 def measure(filter_text: str = "", repeats: int = 3) -> list[dict]:
-    """Median seconds and peak extra RSS (beyond the inputs) per contender, fresh processes;
-    the contenders of one case are run one after another, so their figures are side by side."""
-    import multiprocessing as mp
-    from .registry import CASES
-    ctx = mp.get_context("fork")
-    rows = []
-    for case in CASES:
-        if case.op not in OPS or filter_text not in case.name:
-            continue
-        for name in case.contenders:
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_child, args=(case.name, name, repeats, child))
-            proc.start()
-            seconds, peak = parent.recv()
-            proc.join()
-            rows.append({"case": case.name, "contender": name, "median_s": seconds,
-                         "peak_extra_bytes": peak})
-            print(f"{case.name:52} {name:13} {seconds * 1e3:10.1f} ms  peak +"
-                  f"{peak / 2**20:8.1f} MiB", flush=True)
-    return rows
+    """:func:`.training_attention.measure` over this module's cases."""
+    from .training_attention import measure as measure_cases
+    return measure_cases(filter_text, repeats, ops=tuple(OPS))
 
 
 if __name__ == "__main__":

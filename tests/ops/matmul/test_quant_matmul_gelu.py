@@ -189,7 +189,7 @@ BAD = [
     ("int4_batched_x2", ((_words(3, 1), _words(2, 8, 1), torch.rand(3), torch.rand(8)), {}),
      ValueError, "expected x2 a 2-D tensor for int4 (int32) inputs"),
     ("int4_x1_strided", ((_words(2, 3).t(), _words(16, 1), torch.rand(3), torch.rand(8)), {}),
-     ValueError, "expected x1 a contiguous tensor for int4"),
+     ValueError, "expected x1 a contiguous tensor when int4 is packed in int32"),
     ("last_dim", ((_i8(2, 65536), _x2(65536, 2), torch.rand(2), torch.rand(2)), {}),
      ValueError, "expected x1 a last dim <= 65535"),
 ]

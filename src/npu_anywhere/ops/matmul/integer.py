@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from ... import checks
 from ..quant import core as quant_core
 from ..quant.trans_quant_param import FP19_MASK, OFFSET_SHIFT
 
@@ -85,3 +86,31 @@ def unpack_int4_operands(x1: torch.Tensor, x2: torch.Tensor) -> tuple[torch.Tens
     if x2.is_contiguous():
         return a, quant_core.unpack_int4(x2)
     return a, quant_core.unpack_int4(x2.mT).mT
+
+
+INT_OPERAND_DTYPES = (torch.int8, torch.int32)
+"""int8, or int32 words holding eight int4 values."""
+MAX_LAST_DIM = 65535
+
+
+def check_int_operands(op: str, x1: torch.Tensor, x2: torch.Tensor) -> None:
+    """The operand rules the int8 / int4 matmul ops share: one dtype of INT_OPERAND_DTYPES for
+    both, 2 to 6 dims, not empty, last dims <= MAX_LAST_DIM; int4 words in the layouts
+    :func:`unpack_int4_operands` reads (x1 contiguous; x2 a contiguous ``(k, n // 8)`` or the
+    transpose of a contiguous ``(n, k // 8)``)."""
+    checks.expect_dtype(x1, INT_OPERAND_DTYPES, op, "x1")
+    checks.expect(x2.dtype == x1.dtype, op, "x2", lambda: f"the dtype of x1 ({x1.dtype})",
+                  lambda: f"dtype {x2.dtype}", TypeError)
+    for name, t in (("x1", x1), ("x2", x2)):
+        checks.expect(2 <= t.dim() <= 6, op, name, "a tensor with 2 to 6 dims",
+                      lambda t=t: f"shape {tuple(t.shape)}", ValueError)
+        checks.expect_nonempty(t, op, name)
+        checks.expect(t.shape[-1] <= MAX_LAST_DIM, op, name, f"a last dim <= {MAX_LAST_DIM}",
+                      lambda t=t: t.shape[-1], ValueError)
+    if x1.dtype == torch.int32:
+        checks.expect(x1.is_contiguous(), op, "x1",
+                      "a contiguous tensor when int4 is packed in int32", "a strided view",
+                      ValueError)
+        checks.expect(x2.is_contiguous() or x2.mT.is_contiguous(), op, "x2",
+                      "contiguous (k, n // 8) or the transpose of a contiguous (n, k // 8) when "
+                      "int4 is packed in int32", "another layout", ValueError)

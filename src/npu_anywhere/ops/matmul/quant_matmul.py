@@ -42,10 +42,8 @@ SCHEMA = ("npu_quant_matmul(Tensor x1, Tensor x2, Tensor scale, *, Tensor? offse
 _SUPPORTED = frozenset({Product.A2, Product.A3, Product.ATLAS_INFERENCE, Product.ASCEND_950})
 # output_dtype codes (ScalarType values) -> dtype, for the integer inputs this module emulates.
 _OUT_CODES = {1: torch.int8, 5: torch.float16, 15: torch.bfloat16, 3: torch.int32}
-_INPUT_DTYPES = (torch.int8, torch.int32)
 _SCALE_DTYPES = (torch.float32, torch.int64, torch.bfloat16)
 _BIAS_DTYPES = (torch.int32, torch.bfloat16, torch.float16, torch.float32)
-MAX_LAST_DIM = 65535
 
 
 def output_dtype_of(output_dtype) -> torch.dtype:
@@ -90,22 +88,7 @@ def _check_unemulated(pertoken_scale_dtype, scale_dtype, group_sizes, y_scale,
 
 
 def _check_inputs(x1, x2):
-    checks.expect_dtype(x1, _INPUT_DTYPES, OP, "x1")
-    checks.expect(x2.dtype == x1.dtype, OP, "x2", lambda: f"the dtype of x1 ({x1.dtype})",
-                  lambda: f"dtype {x2.dtype}", TypeError)
-    for name, t in (("x1", x1), ("x2", x2)):
-        checks.expect(2 <= t.dim() <= 6, OP, name, "a tensor with 2 to 6 dims",
-                      lambda t=t: f"shape {tuple(t.shape)}", ValueError)
-        checks.expect_nonempty(t, OP, name)
-        checks.expect(t.shape[-1] <= MAX_LAST_DIM, OP, name, f"a last dim <= {MAX_LAST_DIM}",
-                      lambda t=t: t.shape[-1], ValueError)
-    if x1.dtype == torch.int32:
-        checks.expect(x1.is_contiguous(), OP, "x1",
-                      "a contiguous tensor when int4 is packed in int32", "a strided view",
-                      ValueError)
-        checks.expect(x2.is_contiguous() or x2.mT.is_contiguous(), OP, "x2",
-                      "contiguous (k, n // 8) or the transpose of a contiguous (n, k // 8) when "
-                      "int4 is packed in int32", "another layout", ValueError)
+    integer.check_int_operands(OP, x1, x2)
     k1, k2, n = _logical_kn(x1, x2)
     checks.expect(k1 == k2, OP, "x2", lambda: f"a k dim equal to x1's ({k1})", k2, RuntimeError)
     try:

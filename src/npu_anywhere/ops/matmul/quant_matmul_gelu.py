@@ -33,10 +33,8 @@ SCHEMA = ("npu_quant_matmul_gelu(Tensor x1, Tensor x2, Tensor x1_scale, Tensor x
 
 _SUPPORTED = frozenset({Product.A2, Product.A3})
 APPROXIMATE = ("gelu_erf", "gelu_tanh")
-_INPUT_DTYPES = (torch.int8, torch.int32)
 _X2_SCALE_DTYPES = (torch.float32, torch.bfloat16)
 _BIAS_DTYPES = (torch.int32, torch.float32, torch.bfloat16, torch.float16)
-MAX_LAST_DIM = 65535
 
 
 def _mode(approximate) -> str:
@@ -55,24 +53,10 @@ def _check_operands(x1, x2) -> tuple[int, int, tuple[int, ...]]:
                       "int8, or int32 holding eight int4 values (a quint4x2 tensor is not "
                       "implemented: pass the packed int32 words)", str(t.dtype),
                       NotImplementedError)
-    checks.expect_dtype(x1, _INPUT_DTYPES, OP, "x1")
-    checks.expect(x2.dtype == x1.dtype, OP, "x2", lambda: f"the dtype of x1 ({x1.dtype})",
-                  lambda: f"dtype {x2.dtype}", TypeError)
-    for name, t in (("x1", x1), ("x2", x2)):
-        checks.expect(2 <= t.dim() <= 6, OP, name, "a tensor with 2 to 6 dims",
-                      lambda t=t: f"shape {tuple(t.shape)}", ValueError)
-        checks.expect_nonempty(t, OP, name)
-        checks.expect(t.shape[-1] <= MAX_LAST_DIM, OP, name, f"a last dim <= {MAX_LAST_DIM}",
-                      lambda t=t: t.shape[-1], ValueError)
+    integer.check_int_operands(OP, x1, x2)
     if x1.dtype == torch.int32:
         checks.expect(x2.dim() == 2, OP, "x2", "a 2-D tensor for int4 (int32) inputs",
                       lambda: f"shape {tuple(x2.shape)}", ValueError)
-        checks.expect(x1.is_contiguous(), OP, "x1",
-                      "a contiguous tensor for int4 (int32) inputs", "a strided view",
-                      ValueError)
-        checks.expect(x2.is_contiguous() or x2.mT.is_contiguous(), OP, "x2",
-                      "contiguous (k, n // 8) or the transpose of a contiguous (n, k // 8) for "
-                      "int4 (int32) inputs", "another layout", ValueError)
         k1 = x1.shape[-1] * 8
         if _int4_x2_packed_along_n(x2):
             k2, n = x2.shape[-2], x2.shape[-1] * 8
