@@ -377,3 +377,20 @@ def test_low_precision_flash_matches_the_reference(dtype, monkeypatch):
     ulp = torch.finfo(dtype).eps
     torch.testing.assert_close(out.to(dtype).float(), ref.to(dtype).float(), rtol=ulp, atol=ulp)
     torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-5)
+
+
+def test_low_precision_flash_keeps_dequantized_keys_in_float32(monkeypatch):
+    """A bf16 query over antiquant (float32, dequantized) K/V stays off the bf16 flash run,
+    which would round the dequantized keys to bf16 (large score errors on int8 caches)."""
+    from dataclasses import replace
+    from npu_anywhere.ops.attention.core import reference_attention
+    monkeypatch.setattr(dense, "_LOW_PRECISION_FLASH", True)
+    p = dense_problem(dtype=torch.bfloat16, seed=9, **CAUSAL)
+    g = torch.Generator().manual_seed(10)
+    k = torch.randint(-128, 128, p.key.shape, generator=g).float() * 0.37   # not bf16-exact
+    v = torch.randint(-128, 128, p.value.shape, generator=g).float() * 0.41
+    p = replace(p, key=k, value=v)
+    assert "dequantized" in dense.flash_supports(p)
+    out, _ = dense_attention(p)
+    ref, _ = reference_attention(p)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
