@@ -73,15 +73,8 @@ def block_sparse_attention_reference(query, key, value, block_sparse_mask, block
                             inner_precise)
 
 
-def _forward_fake(query, key, value, block_sparse_mask, block_shape, *, q_input_layout="TND",
-                  kv_input_layout="TND", num_key_value_heads=1, scale_value=0.0,
-                  inner_precise=1, actual_seq_lengths=None, actual_seq_lengths_kv=None,
-                  softmax_lse_flag=0):
-    p = check_block_sparse_attention(
-        query, key, value, block_sparse_mask, block_shape, q_input_layout=q_input_layout,
-        kv_input_layout=kv_input_layout, num_key_value_heads=num_key_value_heads,
-        inner_precise=inner_precise, actual_seq_lengths=actual_seq_lengths,
-        actual_seq_lengths_kv=actual_seq_lengths_kv, softmax_lse_flag=softmax_lse_flag)
+def _forward_fake(query, key, value, block_sparse_mask, block_shape, **kwargs):
+    p = check_block_sparse_attention(query, key, value, block_sparse_mask, block_shape, **kwargs)
     return (query.new_empty(query.shape),
             query.new_empty(lse_shape(query, p), dtype=stats_dtype(query.dtype)))
 
@@ -93,17 +86,11 @@ block_sparse_attention_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS,
                                   info=OpInfo(api="torch_npu"))
 
 
-def _fast_forward(query, key, value, block_sparse_mask, block_shape, *, q_input_layout="TND",
-                  kv_input_layout="TND", num_key_value_heads=1, scale_value=0.0,
-                  inner_precise=1, actual_seq_lengths=None, actual_seq_lengths_kv=None,
-                  softmax_lse_flag=0):
-    p = check_block_sparse_attention(
-        query, key, value, block_sparse_mask, block_shape, q_input_layout=q_input_layout,
-        kv_input_layout=kv_input_layout, num_key_value_heads=num_key_value_heads,
-        inner_precise=inner_precise, actual_seq_lengths=actual_seq_lengths,
-        actual_seq_lengths_kv=actual_seq_lengths_kv, softmax_lse_flag=softmax_lse_flag)
-    return bsa_math.forward(query, key, value, block_sparse_mask, p, float(scale_value),
-                            inner_precise, fast=True)
+def _fast_forward(query, key, value, block_sparse_mask, block_shape, **kwargs):
+    p = check_block_sparse_attention(query, key, value, block_sparse_mask, block_shape, **kwargs)
+    return bsa_math.forward(query, key, value, block_sparse_mask, p,
+                            float(kwargs.get("scale_value", 0.0)),
+                            kwargs.get("inner_precise", 1), fast=True)
 
 
 def _fast_supports(query, key, value, block_sparse_mask, block_shape, *args, **kwargs):

@@ -117,10 +117,13 @@ class _Gather:
         pos = self.order.unsqueeze(-1) * by + torch.arange(by, device=dev)
         self.ok = (valid.unsqueeze(-1) & (pos < nkv)).reshape(n, g, c * by)
         heads = torch.arange(n, device=dev).view(n, 1, 1)
-        d = k_blocks.shape[-1]
-        self.k = k_blocks[heads, self.order].reshape(n, g, c * by, d)
-        self.v = v_blocks[heads, self.order].reshape(n, g, c * by, v_blocks.shape[-1])
         self.flat_index = (heads * k_blocks.shape[1] + self.order).reshape(-1)
+        self.k = self._take(k_blocks, heads).reshape(n, g, c * by, k_blocks.shape[-1])
+        self.v = self._take(v_blocks, heads).reshape(n, g, c * by, v_blocks.shape[-1])
+
+    def _take(self, blocks, heads):
+        """The selected ``[N, nkb, by, D]`` blocks, in ``order``."""
+        return blocks[heads, self.order]
 
 
 def _blocked(x: torch.Tensor, n_blocks: int, size: int) -> torch.Tensor:
@@ -143,21 +146,8 @@ class _FlatGather(_Gather):
     ``[N * nkb, by, D]`` block table (a row memcpy; advanced indexing of ``[N, nkb, ...]`` by
     two index tensors walks element by element and costs several times more)."""
 
-    def __init__(self, sel, k_blocks, v_blocks, nkv: int, by: int):
-        n, g, _ = sel.shape
-        dev = sel.device
-        count = sel.sum(-1)
-        c = int(count.max())
-        self.order = torch.sort(sel.to(torch.int8), dim=-1, descending=True,
-                                stable=True).indices[..., :c]
-        valid = torch.arange(c, device=dev) < count.unsqueeze(-1)
-        pos = self.order.unsqueeze(-1) * by + torch.arange(by, device=dev)
-        self.ok = (valid.unsqueeze(-1) & (pos < nkv)).reshape(n, g, c * by)
-        nkb = k_blocks.shape[1]
-        heads = torch.arange(n, device=dev).view(n, 1, 1)
-        self.flat_index = (heads * nkb + self.order).reshape(-1)
-        self.k = k_blocks.flatten(0, 1).index_select(0, self.flat_index).view(n, g, c * by, -1)
-        self.v = v_blocks.flatten(0, 1).index_select(0, self.flat_index).view(n, g, c * by, -1)
+    def _take(self, blocks, heads):
+        return blocks.flatten(0, 1).index_select(0, self.flat_index)
 
 
 def use_gather(p: BSAProblem) -> bool:
