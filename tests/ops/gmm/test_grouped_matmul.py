@@ -80,6 +80,20 @@ def test_m_grouped_x_list_and_rows_past_groups():
     assert (y[M:] == 0).all()
 
 
+def test_m_grouped_x_list_with_a_k_per_group():
+    # x as a list pairs x[i] with weight[i]: every group may have its own k (op-plugin's
+    # "multi-multi-single" case); the rows come out stacked in x's order.
+    ks = [4, 9, 6]
+    xs = [torch.randn(s, k) for s, k in zip([2, 0, 3], ks)]
+    ws = [torch.randn(k, N) for k in ks]
+    bs = [torch.randn(N) for _ in ks]
+    y, = gmm(xs, ws, bias=bs, split_item=2, group_type=0)
+    golden = torch.cat([x.double() @ w.double() + b.double() for x, w, b in zip(xs, ws, bs)])
+    assert_close_to_golden(y, golden)
+    with pytest.raises(RuntimeError, match="expected x\\[1\\] k = 9 columns"):
+        gmm([xs[0], torch.randn(1, 4), xs[2]], ws, split_item=2, group_type=0)
+
+
 @pytest.mark.parametrize("split_item", [0, 1])
 def test_ungrouped_lists_multi_dim(split_item):
     xs = [torch.randn(2, 3, 5), torch.randn(1, 4, 6), torch.randn(2, 1, 3)]
@@ -248,7 +262,8 @@ def _call(**over):
 
 
 @pytest.mark.parametrize("over,error,match", [
-    ({"group_type": 1}, ValueError, "expected group_type one of"),
+    ({"group_type": 1}, ValueError, "expected group_type one of .*The group type must be"),
+    ({"group_type": None}, ValueError, "expected group_type .*Requires manual passing group_type"),
     ({"split_item": 4}, ValueError, "expected split_item one of"),
     ({"split_item": 0}, ValueError, "expected split_item 2 or 3 when group_type is 0"),
     ({"group_list": None}, ValueError, "expected group_list a tensor"),

@@ -74,6 +74,39 @@ def test_v2(group_list_type):
     assert torch.equal(q, q2) and torch.equal(scale, s2)
 
 
+def _nz_tiles(w):
+    """[e, k, n] -> the FRACTAL_NZ storage [e, n/32, k/16, 16, 32], tile by tile."""
+    e, k, n = w.shape
+    out = torch.empty(e, n // 32, k // 16, 16, 32, dtype=w.dtype)
+    for nb in range(n // 32):
+        for kb in range(k // 16):
+            out[:, nb, kb] = w[:, kb * 16:(kb + 1) * 16, nb * 32:(nb + 1) * 32]
+    return out
+
+
+def test_v2_nz_weight_and_dequant_dtype():
+    # The 5-D NZ weight holds the same values as the [e, k, n] one; torch.float32 / torch.int8
+    # for dequant_dtype (what op-plugin passes) mean the float32 dequantization of the default.
+    g = torch.Generator().manual_seed(5)
+    k, n = 32, 64
+    x = torch.randint(-128, 128, (M, k), dtype=torch.int8, generator=g)
+    w = torch.randint(-128, 128, (E, k, n), dtype=torch.int8, generator=g)
+    ws, xs = torch.rand(E, n, generator=g) * 0.02, torch.rand(M, generator=g) * 0.02
+    gl = torch.tensor(COUNTS).cumsum(0)
+    q, scale = na.npu_grouped_matmul_swiglu_quant_v2(x, [w], [ws], xs, gl)
+    w5 = _nz_tiles(w)
+    for dq in (torch.float32, torch.int8, 0):
+        q5, s5 = na.npu_grouped_matmul_swiglu_quant_v2(x, [w5], [ws], xs, gl, dequant_dtype=dq)
+        assert torch.equal(q5, q) and torch.equal(s5, scale)
+    q1, s1, _ = na.npu_grouped_matmul_swiglu_quant(x, w5, gl, ws, xs)
+    assert torch.equal(q1, q) and torch.equal(s1, scale)
+    with pytest.raises(NotImplementedError, match="expected dequant_dtype 0, torch.int8 or"):
+        na.npu_grouped_matmul_swiglu_quant_v2(x, [w5], [ws], xs, gl,
+                                              dequant_dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="expected weight a 3-D .* or its 5-D NZ form"):
+        na.npu_grouped_matmul_swiglu_quant_v2(x, [w5[..., :16]], [ws], xs, gl)
+
+
 def test_bad_inputs():
     x, w, ws, xs = _inputs()
     gl = torch.tensor(COUNTS).cumsum(0)

@@ -110,11 +110,17 @@ def grouped_matmul_reference(x, weight, *, bias=None, scale=None, offset=None,
             outs.append(y.reshape(*xi.shape[:-1], n))
         return outs
     segs = _m_segments(x, group_list, p.group_list_type, p.n_experts)
+    n = _out_n(weight, single, 0)
+    if len({xi.shape[1] for xi in x}) > 1:
+        # x tensors of different k (one per weight): one matmul each, the rows stacked.
+        outs = [_run(p, xi, [Segment(i, 0, xi.shape[0])], w, b, scale,
+                     None if per_token_scale is None else per_token_scale[i], aq, n,
+                     act_type, single) for i, xi in enumerate(x)]
+        return [torch.cat(outs)]
     x2 = x[0] if len(x) == 1 else torch.cat(list(x))
     pts = None
     if per_token_scale is not None:
         pts = per_token_scale[0] if len(x) == 1 else torch.cat(list(per_token_scale))
-    n = _out_n(weight, single, 0)
     if p.kind in lowbit.KINDS:
         return [lowbit.groups(p.kind, x2, segs, w, b, compute.Params(scale, single),
                               compute.Params(offset, single), pts, n, p.out_dtype)]

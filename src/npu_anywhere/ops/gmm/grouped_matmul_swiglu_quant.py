@@ -35,6 +35,30 @@ _SUPPORTED_V2 = frozenset({Product.A2, Product.A3, Product.ASCEND_950})
 _INT8_CODES = (0, 1)
 
 
+# The documented 5-D FRACTAL_NZ weight ``[e, n/32, k/16, 16, 32]``: 16 x 32 tiles of (k, n),
+# the tiles ordered n-block major, so that ``W[e, k, n] = w5[e, n//32, k//16, k%16, n%32]``.
+NZ_K0, NZ_N0 = 16, 32
+
+
+def _logical_kn(w: torch.Tensor) -> tuple[int, int]:
+    """(k, n) of a 3-D ``[e, k, n]`` or 5-D NZ weight."""
+    if w.dim() == 5:
+        return w.shape[2] * NZ_K0, w.shape[1] * NZ_N0
+    return w.shape[1], w.shape[2]
+
+
+def logical_weight(w: torch.Tensor) -> torch.Tensor:
+    """The ``[e, k, n]`` values of a weight, undoing the 5-D NZ tiling (a 3-D one as it is).
+
+    ``npu_format_cast(w, 29)`` keeps the logical 3-D shape here; a 5-D weight is the NZ
+    storage itself (as code that builds it by hand, or views a cast tensor, passes it).
+    """
+    if w.dim() != 5:
+        return w
+    e, k, n = w.shape[0], *_logical_kn(w)
+    return w.permute(0, 2, 3, 1, 4).reshape(e, k, n)
+
+
 def _check_common(op, x, w, group_list, weight_scale, x_scale, scale_dtypes,
                   group_list_type) -> None:
     checks.expect_dtype(x, (torch.int8,), op, "x")
@@ -43,12 +67,13 @@ def _check_common(op, x, w, group_list, weight_scale, x_scale, scale_dtypes,
                   "int8 (the int4 A8W4 / A4W4 forms are not emulated)",
                   lambda: dtypes.name(w.dtype),
                   NotImplementedError if w.dtype == torch.int32 else TypeError)
-    checks.expect(w.dim() == 3, op, "weight",
-                  "a 3-D [e, k, n] tensor (npu_format_cast to NZ keeps that shape here)",
+    checks.expect(w.dim() == 3 or (w.dim() == 5 and tuple(w.shape[3:]) == (NZ_K0, NZ_N0)),
+                  op, "weight",
+                  "a 3-D [e, k, n] tensor or its 5-D NZ form [e, n/32, k/16, 16, 32]",
                   lambda: f"shape {tuple(w.shape)}", ValueError)
     m, k = x.shape
-    e, n = w.shape[0], w.shape[2]
-    checks.expect(w.shape[1] == k, op, "weight", lambda: f"shape [e, {k}, n] (x's k)",
+    e, (kw, n) = w.shape[0], _logical_kn(w)
+    checks.expect(kw == k, op, "weight", lambda: f"k = {k} (x's k)",
                   lambda: f"shape {tuple(w.shape)}")
     checks.expect(n % 2 == 0, op, "weight", "an even n (SwiGLU halves it)", n, ValueError)
     checks.expect(e <= MAX_EXPERTS, op, "weight", f"at most {MAX_EXPERTS} experts", e,
@@ -109,8 +134,15 @@ def check_swiglu_quant_v2(x, weight, weight_scale, x_scale, group_list, *, smoot
     checks.expect(dequant_mode in (None, 0), op, "dequant_mode",
                   "0 (per-token x, per-channel weight) with int8 weight", repr(dequant_mode),
                   ValueError)
-    checks.expect(dequant_dtype in (None, 0), op, "dequant_dtype", "0 (the only one supported)",
-                  repr(dequant_dtype), ValueError)
+    # 0 is the A2/A3 doc's float32; op-plugin passes torch dtypes (torch.int8, the 950
+    # default, and torch.float32 both mean a float32 dequantization here).
+    dq = None if dequant_dtype in (None, 0) else dtypes.code_to_dtype(dequant_dtype)
+    checks.expect(dq not in (torch.float16, torch.bfloat16), op, "dequant_dtype",
+                  "0, torch.int8 or torch.float32 (a float16 / bfloat16 dequantization is not "
+                  "emulated)", lambda: dtypes.name(dequant_dtype), NotImplementedError)
+    checks.expect(dq in (None, torch.int8, torch.float32), op, "dequant_dtype",
+                  "0 (float32), torch.int8, torch.float32, torch.float16 or torch.bfloat16",
+                  lambda: dtypes.name(dequant_dtype), ValueError)
     checks.expect(quant_mode in (None, 0), op, "quant_mode", "0 (per-token)",
                   repr(quant_mode), ValueError)
     checks.expect(quant_dtype is None or quant_dtype in _INT8_CODES, op, "quant_dtype",
@@ -125,7 +157,7 @@ def _segments(op, group_list, group_list_type, x, weight):
 def swiglu_quant_reference(x, weight, group_list, weight_scale, x_scale, *, bias=None,
                            offset=None):
     segs = _segments(OP, group_list, 0, x, weight)
-    q, scale = grouped_swiglu_quant(x, weight, weight_scale, x_scale, segs)
+    q, scale = grouped_swiglu_quant(x, logical_weight(weight), weight_scale, x_scale, segs)
     return q, scale, torch.zeros((), dtype=torch.float32, device=x.device)
 
 
@@ -135,7 +167,7 @@ def swiglu_quant_v2_reference(x, weight, weight_scale, x_scale, group_list, *,
                               group_list_type=0, tuning_config=None, x_dtype=None,
                               weight_dtype=None, weight_scale_dtype=None, x_scale_dtype=None):
     segs = _segments(OP_V2, group_list, group_list_type or 0, x, weight[0])
-    return grouped_swiglu_quant(x, weight[0], weight_scale[0], x_scale, segs)
+    return grouped_swiglu_quant(x, logical_weight(weight[0]), weight_scale[0], x_scale, segs)
 
 
 def _outputs(x, n):
@@ -145,11 +177,11 @@ def _outputs(x, n):
 
 
 def _fake(x, weight, group_list, weight_scale, x_scale, **kwargs):
-    return (*_outputs(x, weight.shape[2]), x.new_empty((), dtype=torch.float32))
+    return (*_outputs(x, _logical_kn(weight)[1]), x.new_empty((), dtype=torch.float32))
 
 
 def _fake_v2(x, weight, weight_scale, x_scale, group_list, **kwargs):
-    return _outputs(x, weight[0].shape[2])
+    return _outputs(x, _logical_kn(weight[0])[1])
 
 
 swiglu_quant_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_swiglu_quant,
@@ -177,7 +209,9 @@ def npu_grouped_matmul_swiglu_quant(x, weight, group_list, weight_scale, x_scale
     x : Tensor
         int8 ``[m, k]``.
     weight : Tensor
-        int8 ``[e, k, n]`` (the NZ cast real code applies keeps this shape here), n even.
+        int8 ``[e, k, n]`` (the NZ cast real code applies keeps this shape here), n even, or
+        the 5-D NZ storage ``[e, n/32, k/16, 16, 32]`` (``W[e, k, n] =
+        w5[e, n // 32, k // 16, k % 16, n % 32]``).
     group_list : Tensor
         int64 ``[e]``, cumulative row counts (at most m).
     weight_scale : Tensor
@@ -216,7 +250,8 @@ def npu_grouped_matmul_swiglu_quant_v2(x, weight, weight_scale, x_scale, group_l
     x : Tensor
         int8 ``[m, k]``.
     weight, weight_scale : list of one Tensor
-        int8 ``[e, k, n]`` and float32 ``[e, n]``.
+        int8 ``[e, k, n]`` (or its 5-D NZ storage ``[e, n/32, k/16, 16, 32]``, as in v1) and
+        float32 ``[e, n]``.
     x_scale : Tensor
         float32 ``[m]``.
     group_list : Tensor
@@ -224,7 +259,10 @@ def npu_grouped_matmul_swiglu_quant_v2(x, weight, weight_scale, x_scale, group_l
     smooth_scale, weight_assist_matrix, bias : None
         The A4W4 / A8W4 forms' inputs; None for A8W4 is not emulated (NotImplementedError
         for int32 weight).
-    dequant_mode, dequant_dtype, quant_mode : 0
+    dequant_mode, quant_mode : 0
+    dequant_dtype : int or torch.dtype, default 0
+        A float32 dequantization: 0 (the A2/A3 doc), torch.float32 or torch.int8 (the 950
+        default).  float16 / bfloat16 (950) raise NotImplementedError.
     quant_dtype : int, default 1
         int8: 0 (the doc's enum) or 1 (torch.int8's code, the yaml default).
     tuning_config : list of int, optional

@@ -113,9 +113,13 @@ def check(x, weight, bias=None, scale=None, offset=None, antiquant_scale=None,
     act_type = 0 if act_type is None else act_type
     checks.expect(split_item in (0, 1, 2, 3), OP, "split_item", "one of [0, 1, 2, 3]",
                   repr(split_item), ValueError)
+    # The parentheses carry torch_npu's own sentences, which callers match on.
+    checks.expect(group_type is not None, OP, "group_type",
+                  "one of [-1, 0, 2] (Requires manual passing group_type: it has no default "
+                  "with a tensor group_list)", "None", ValueError)
     checks.expect(group_type in (-1, 0, 2), OP, "group_type",
-                  "one of [-1, 0, 2] (it has no default with a tensor group_list)",
-                  repr(group_type), ValueError)
+                  "one of [-1, 0, 2] (The group type must be -1, 0 or 2)", repr(group_type),
+                  ValueError)
     checks.expect(group_list_type in (0, 1, 2), OP, "group_list_type", "one of [0, 1, 2]",
                   repr(group_list_type), ValueError)
     checks.expect(act_type in ACT_TYPES, OP, "act_type",
@@ -221,15 +225,20 @@ def _check_m_grouped(x, weight, group_list, group_list_type, split_item, single_
                           "a 2-D tensor [k, n] (or a single 3-D [E, k, n] tensor)",
                           lambda wi=wi: f"shape {tuple(wi.shape)}", ValueError)
     k, n = ws[0].shape[-2], ws[0].shape[-1]
+    # x as a list (one tensor per weight, "multi-multi-single") pairs x[i] with weight[i], so
+    # each group has its own k; a single x shares one k with every weight.
+    per_group_k = len(x) > 1 and not single_weight and len(x) == len(ws)
     for i, wi in enumerate(ws):
         checks.expect(wi.shape[-1] == n, OP, f"weight[{i}]",
                       lambda: f"the n of weight[0] ({n}): all groups share one output",
                       lambda wi=wi: f"shape {tuple(wi.shape)}")
-        checks.expect(wi.shape[-2] == k, OP, f"weight[{i}]", lambda: f"k = {k} rows",
-                      lambda wi=wi: f"shape {tuple(wi.shape)}")
+        checks.expect(per_group_k or wi.shape[-2] == k, OP, f"weight[{i}]",
+                      lambda: f"k = {k} rows", lambda wi=wi: f"shape {tuple(wi.shape)}")
     for i, xi in enumerate(x):
         kx = xi.shape[1] * (INT4_PER_INT32 if xi.dtype == torch.int32 else 1)
-        checks.expect(kx == k, OP, f"x[{i}]", lambda: f"k = {k} columns (weight's k)",
+        ki = ws[i].shape[-2] if per_group_k else k
+        checks.expect(kx == ki, OP, f"x[{i}]",
+                      lambda ki=ki: f"k = {ki} columns (weight's k)",
                       lambda xi=xi: f"shape {tuple(xi.shape)}")
     checks.expect(n_experts <= MAX_GROUPS, OP, "weight", f"at most {MAX_GROUPS} groups",
                   n_experts, ValueError)

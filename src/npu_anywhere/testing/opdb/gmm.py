@@ -144,6 +144,10 @@ def _swiglu_quant() -> None:
                                    torch.tensor([1, 2, 3])), {})),
         Sample("counts", lambda: ((base()[0], [base()[1]], [torch.rand(3, 8)], torch.rand(6),
                                    _counts()), {"group_list_type": 1, "quant_dtype": 0})),
+        # The 5-D FRACTAL_NZ weight [e, n/32, k/16, 16, 32] (k = 16, n = 32).
+        Sample("nz_weight", lambda: ((_int8(6, 16), [_int8(3, 1, 1, 16, 32)],
+                                      [torch.rand(3, 32)], torch.rand(6),
+                                      torch.tensor([1, 2, 3])), {})),
     ]
     v2.errors.append(ErrorSample("two_weights", lambda: (
         (_int8(6, 4), [_int8(3, 4, 8)] * 2, [torch.rand(3, 8)], torch.rand(6),
