@@ -202,7 +202,7 @@ def _q():
     (dict(num_key_value_heads=3), ValueError, "num_key_value_heads"),
     (dict(sparse_mode=1), ValueError, "atten_mask"),
     (dict(sparse_mode=3, atten_mask=torch.ones(3, 4, dtype=torch.bool)), ValueError, "2048"),
-    (dict(sparse_mode=9), NotImplementedError, "sparse_mode"),
+    (dict(sparse_mode=9), ValueError, "sparse_mode"),      # the tree mask needs MLA rope
     (dict(sparse_mode=6), ValueError, "sparse_mode"),
     (dict(atten_mask=torch.ones(3, 4)), TypeError, "atten_mask"),
     (dict(atten_mask=torch.ones(2, 4, dtype=torch.bool)), RuntimeError, "atten_mask"),

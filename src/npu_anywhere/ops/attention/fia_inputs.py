@@ -21,7 +21,7 @@ import torch
 
 from ... import checks
 from ..quant.core import unpack_int4
-from . import layouts
+from . import layouts, tree_mask
 from .problem import UNBOUNDED, gather_paged
 
 COMPRESSED = 2048          # side of the compressed causal mask of sparse modes 2/3/4
@@ -150,7 +150,8 @@ def _check_compressed(op: str, mask: Optional[torch.Tensor], mode: int) -> None:
 
 def mask_and_band(op: str, atten_mask: Optional[torch.Tensor], sparse_mode: int, pre_tokens: int,
                   next_tokens: int, *, batch: int, sq: int, skv: int, q_lens: list, kv_lens: list,
-                  decode: bool, allow_2d: bool, left_padding: bool = False) -> dict:
+                  decode: bool, allow_2d: bool, left_padding: bool = False,
+                  tree: Optional[dict] = None) -> dict:
     """``mask`` / band fields of the problem.
 
     sparse_mode (seed 004):
@@ -159,6 +160,9 @@ def mask_and_band(op: str, atten_mask: Optional[torch.Tensor], sparse_mode: int,
       1  allMask: the full mask, tokens ignored;
       2  leftUpCausal: ``j <= i``;  3  rightDownCausal: ``j <= i + kv_len - q_len``;
       4  band from the bottom-right corner: ``-pre <= j - (i + kv_len - q_len) <= next``.
+      9  treeMask (FIA with rope only; ``tree`` carries ``packed`` and ``lengths_known``):
+         the bottom-right causal band refined by the ``[Q_S, Q_S]`` tree mask on the last keys
+         (``tree_mask.py``).
     Modes 2-4 take the compressed 2048x2048 mask, whose values are not read (the rule is exact).
     A decode call ignores sparse_mode and the tokens: only the mask and the lengths count (a
     compressed template passed with modes 2-4 is ignored too).
@@ -173,14 +177,13 @@ def mask_and_band(op: str, atten_mask: Optional[torch.Tensor], sparse_mode: int,
         if atten_mask is not None and not compressed:
             fields["mask"] = _mask_4d(op, atten_mask, batch, sq, skv, True, allow_2d)
         return fields
-    # sparse_mode 9 (treeMask, MLA speculative decoding): the pages give only the tree mask's
-    # shape -- (B, Q_S, Q_S), or (sum_i Q_S_i^2,) packed for TND (op-plugin v2 page, "GQA伪量化
-    # +KV NZ格式约束") -- not how its Q_S columns align with the KV_S keys, and no public kernel
-    # source implements it.
-    checks.expect(sparse_mode in (0, 1, 2, 3, 4), op, "sparse_mode",
-                  "one of [0, 1, 2, 3, 4] (5-8 are not implemented on the NPU either; 9, the "
-                  "tree mask, is not reproduced: its alignment with the KV is not documented)",
-                  sparse_mode, NotImplementedError if sparse_mode == 9 else ValueError)
+    if sparse_mode == tree_mask.SPARSE_MODE_TREE and tree is not None:
+        return tree_mask.band_and_mask(op, atten_mask, batch=batch, sq=sq, skv=skv,
+                                       q_lens=q_lens, kv_lens=kv_lens, **tree)
+    allowed = (0, 1, 2, 3, 4) if tree is None else (0, 1, 2, 3, 4, 9)
+    checks.expect(sparse_mode in allowed, op, "sparse_mode",
+                  lambda: f"one of {list(allowed)} (5-8 are not implemented on the NPU either)",
+                  sparse_mode, ValueError)
     if sparse_mode in (0, 1):
         if sparse_mode == 1:
             checks.expect(atten_mask is not None, op, "atten_mask",

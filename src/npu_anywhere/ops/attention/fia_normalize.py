@@ -18,7 +18,7 @@ import torch
 from ... import checks, targets
 from ...targets import Product
 from . import fia_inputs as inputs
-from . import full_quant, layouts
+from . import full_quant, layouts, tree_mask
 from .problem import UNBOUNDED, AttentionProblem, gather_paged
 
 FLOAT_QUERY = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -293,11 +293,13 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
         checks.expect(not paged and not left_pad, op, "key_shared_prefix",
                       "None with page attention or left padding", "a tensor", ValueError)
     mask_skv = capacity + (_prefix_capacity(op, p, q_layout, kv_heads) if prefix else 0)
+    tree = _tree_options(op, p, packed=packed, decode=decode, rope=rope, left_pad=left_pad,
+                         prefix=prefix, quant_out=quant_out)
     band = inputs.mask_and_band(op, p["atten_mask"], p["sparse_mode"], p["pre_tokens"],
                                 p["next_tokens"], batch=batch, sq=sq, skv=mask_skv,
                                 q_lens=q_lens, kv_lens=kv_lens, decode=decode,
                                 allow_2d=(not rope and d_k == d_v and not packed),
-                                left_padding=left_pad) if not build else None
+                                left_padding=left_pad, tree=tree) if not build else None
     if p["pse_shift"] is not None:
         pse = p["pse_shift"]
         checks.expect(pse.dim() == 4 and pse.shape[0] in (1, batch) and pse.shape[1] == num_heads
@@ -356,7 +358,7 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
                                 p["next_tokens"], batch=batch, sq=sq, skv=mask_skv,
                                 q_lens=q_lens, kv_lens=kv_lens, decode=decode,
                                 allow_2d=(not rope and d_k == d_v and not packed),
-                                left_padding=left_pad)
+                                left_padding=left_pad, tree=tree)
     pse = p["pse_shift"]
     if pse is not None:
         pse = pse[:, :, :sq, :mask_skv]
@@ -374,6 +376,21 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
     if full_int8:
         problem.full_quant = full_quant.scales(p)
     return problem, plan
+
+
+def _tree_options(op, p, *, packed, decode, rope, left_pad, prefix, quant_out
+                  ) -> Optional[dict]:
+    """What ``mask_and_band`` needs for sparse_mode 9, which only FIA (not PFA / IFA) takes:
+    None for those ops; for FIA the layout and whether the lengths are known, after checking
+    the features the tree mask excludes (a decode call ignores sparse_mode altogether)."""
+    if p.get("_branch") is not None:
+        return None
+    if p["sparse_mode"] == tree_mask.SPARSE_MODE_TREE and not decode:
+        tree_mask.check_features(op, p, rope=rope, left_padding=left_pad, prefix=prefix,
+                                 quant_out=quant_out)
+    known = all(v is None or inputs.known(v) is not None
+                for v in (p["actual_seq_lengths"], p["actual_seq_lengths_kv"]))
+    return {"packed": packed, "lengths_known": known}
 
 
 FP32_LOWEST = -3.4028234663852886e38

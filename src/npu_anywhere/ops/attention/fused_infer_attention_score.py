@@ -7,7 +7,8 @@ Formula (seed 004)::
     softmax_lse   = max + log(sum(exp(s - max)))        (float32, when softmax_lse_flag)
 
 with GQA (query head h reads KV head ``h // (num_heads / num_key_value_heads)``), per-batch
-actual lengths, ``atten_mask`` (True / 1 = masked) and ``sparse_mode`` 0-4, paged KV, MLA rope,
+actual lengths, ``atten_mask`` (True / 1 = masked) and ``sparse_mode`` 0-4 and 9 (the MLA tree
+mask of speculative decoding, ``tree_mask.py``), paged KV, MLA rope,
 KV antiquant, shared prefix, left padding and int8 output quantization.  The call is parsed and
 checked (``fia_normalize``), normalized into an :class:`~.problem.AttentionProblem`, solved
 (``core``: float32; fast kernels when present) and formatted (``formatting``).
@@ -247,7 +248,9 @@ class _FusedInferAttentionScore:
             decode, (1, Q_S, KV_S), (B, 1, Q_S, KV_S), (1, 1, Q_S, KV_S); the compressed
             (2048, 2048) mask for sparse_mode 2/3/4.
         sparse_mode, pre_tokens, next_tokens : see ``fia_inputs.mask_and_band``.  A decode call
-            (Q_S == 1, no rope) ignores them.
+            (Q_S == 1, no rope) ignores them.  sparse_mode 9 (treeMask, MLA only): atten_mask
+            is the ``(B, Q_S, Q_S)`` tree mask (``(sum q_len**2,)`` for TND) of the last Q_S
+            keys of each batch, earlier keys all visible (``tree_mask.py``).
         num_heads, num_key_value_heads, scale, softmax_lse_flag, block_size, query_rope,
         key_rope, key/value_antiquant_*, quant_scale2, quant_offset2, pse_shift,
         key/value_shared_prefix, actual_shared_prefix_len, query/kv_padding_size : as documented.
@@ -274,8 +277,7 @@ class _FusedInferAttentionScore:
         ``quant_scale1`` / ``dequant_scale2`` (per-tensor; float32 or npu_trans_quant_param
         words) run the prompt kernel's full-int8 steps, untiled (``full_quant.py``); output
         float16, or int8 with ``quant_scale2``.  Not reproduced (NotImplementedError): full
-        int8 on the decode branch (Q_S == 1) or with rope, sparse_mode 9.  No backward
-        (inference only).
+        int8 on the decode branch (Q_S == 1) or with rope.  No backward (inference only).
         """
         kwargs = _normalize_kwargs(kwargs)
         if out is not None:

@@ -3,7 +3,7 @@ graph helpers, npu_prompt_flash_attention, npu_incre_flash_attention).
 
 Samples are tiny (opcheck runs each several times) and cover the main call forms: BNSD with GQA
 and lse, BSH decode with a (B, KV_S) mask, TND + paged KV chunked prefill with sparse_mode 3,
-int8 KV antiquant, NSD, full int8 (PFA).  Error samples are metadata errors only (FakeTensor must raise them too).
+int8 KV antiquant, NSD, full int8 (PFA), the MLA tree mask (sparse_mode 9).  Error samples are metadata errors only (FakeTensor must raise them too).
 """
 
 from __future__ import annotations
@@ -68,6 +68,16 @@ def _nsd_value_d_unequal():
                            softmax_lse_flag=True)
 
 
+def _bsnd_mla_tree_mask():
+    """sparse_mode 9: MLA with rope, a (B, Q_S, Q_S) tree mask over the last Q_S keys."""
+    q, qr = _r(1, 3, 2, 16), _r(1, 3, 2, 8, seed=1)
+    k, kr = _r(1, 5, 1, 16, seed=2), _r(1, 5, 1, 8, seed=3)
+    tree = torch.tensor([[[0, 1, 1], [0, 0, 1], [0, 1, 0]]], dtype=torch.bool)
+    return (q, k, k), dict(query_rope=qr, key_rope=kr, atten_mask=tree, sparse_mode=9,
+                           num_heads=2, num_key_value_heads=1, input_layout="BSND",
+                           softmax_lse_flag=True)
+
+
 def _bad(**kwargs):
     def make():
         (q, k, v), base = _bnsd_gqa_lse()
@@ -83,7 +93,7 @@ def _fia_errors():
         ErrorSample("mode1_no_mask", _bad(sparse_mode=1), ValueError, "atten_mask"),
         ErrorSample("mask_shape", _bad(atten_mask=torch.ones(1, 2, 3, 5, dtype=torch.bool)),
                     ValueError, "atten_mask"),
-        ErrorSample("tree_mask", _bad(sparse_mode=9), NotImplementedError, "sparse_mode"),
+        ErrorSample("tree_mask_needs_rope", _bad(sparse_mode=9), ValueError, "sparse_mode"),
         ErrorSample("q_lengths", _bad(actual_seq_lengths=[4, 1]), ValueError,
                     "actual_seq_lengths"),
     ]
@@ -93,7 +103,8 @@ e = _entry(FIA)
 e.samples += [Sample("bnsd_gqa_lse", _bnsd_gqa_lse), Sample("bsh_decode_mask", _bsh_decode_mask),
               Sample("tnd_paged_causal", _tnd_paged_causal), Sample("int8_kv", _int8_kv),
               Sample("float64_bsnd_band", _float64_bsnd),
-              Sample("nsd_value_d_unequal", _nsd_value_d_unequal)]
+              Sample("nsd_value_d_unequal", _nsd_value_d_unequal),
+              Sample("bsnd_mla_tree_mask", _bsnd_mla_tree_mask)]
 e.errors += _fia_errors()
 
 e = _entry("_npu_fused_infer_attention_score_get_max_workspace")
