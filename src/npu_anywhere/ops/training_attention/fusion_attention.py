@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import torch
 
-from ...library import TORCH_NPU_NS, NpuOp, OpInfo
+from ...library import INTERNAL_NS, TORCH_NPU_NS, NpuOp, OpInfo
 from . import fa_core
 
 OP = "npu_fusion_attention"
 GRAD_OP = "npu_fusion_attention_grad"
+MASK_GRAD_OP = "_npu_fusion_attention_grad_dropout_mask"
 _INT_MAX = 2147483647
 SCHEMA = (
     "npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, "
@@ -199,6 +200,62 @@ fusion_attention_grad_op.add_provider("sdpa_flash", _flash_grad, _flash_grad_sup
 fusion_attention_grad_op.add_provider("tiled", _tiled_grad, _tiled_grad_supports)
 
 
+# -- the grad with a caller's dropout_mask (autograd of a forward given one) -------------------
+# derivatives.yaml's grad op has no dropout_mask input: on the NPU the backward regenerates the
+# caller's mask from seed / offset.  This emulation cannot (its masks are not Philox streams), so
+# the autograd backward of such a forward calls this internal op, the public grad plus the mask's
+# bits, which traces under torch.compile and FakeTensor as one opaque op like the public grad.
+
+MASK_GRAD_SCHEMA = GRAD_SCHEMA.replace(f"{GRAD_OP}(", f"{MASK_GRAD_OP}(", 1).replace(
+    "str input_layout, *,", "str input_layout, Tensor dropout_mask, *,", 1)
+
+
+def _mask_grad_args(query, key, value, dy, head_num, input_layout, dropout_mask, kwargs):
+    a = grad_args(query, key, value, dy, head_num, input_layout, kwargs)
+    a["dropout_mask"] = dropout_mask
+    return a
+
+
+def check_fusion_attention_grad_dropout_mask(query, key, value, dy, head_num, input_layout,
+                                             dropout_mask, **kwargs):
+    fa_core.check_grad(MASK_GRAD_OP, _mask_grad_args(query, key, value, dy, head_num,
+                                                     input_layout, dropout_mask, kwargs))
+
+
+def _mask_grad(query, key, value, dy, head_num, input_layout, dropout_mask, kwargs, tiled):
+    a = _mask_grad_args(query, key, value, dy, head_num, input_layout, dropout_mask, kwargs)
+    p = fa_core.check_grad(MASK_GRAD_OP, a)
+    return fa_core.grad(p, a, int(a["seed"]), int(a["offset"]), use_flash=False, tiled=tiled)
+
+
+def fusion_attention_grad_dropout_mask_reference(query, key, value, dy, head_num, input_layout,
+                                                 dropout_mask, **kwargs):
+    """:func:`npu_fusion_attention_grad` with the keep-mask read from ``dropout_mask`` (the
+    forward's bit-packed mask) instead of regenerated from seed / offset."""
+    return _mask_grad(query, key, value, dy, head_num, input_layout, dropout_mask, kwargs,
+                      tiled=False)
+
+
+def _fusion_attention_grad_dropout_mask_fake(query, key, value, dy, head_num, input_layout,
+                                             dropout_mask, **kwargs):
+    a = _mask_grad_args(query, key, value, dy, head_num, input_layout, dropout_mask, kwargs)
+    return fa_core.fake_grad(fa_core.check_grad(MASK_GRAD_OP, a), a)
+
+
+def _tiled_mask_grad(query, key, value, dy, head_num, input_layout, dropout_mask, **kwargs):
+    return _mask_grad(query, key, value, dy, head_num, input_layout, dropout_mask, kwargs,
+                      tiled=True)
+
+
+fusion_attention_grad_dropout_mask_op = NpuOp(
+    MASK_GRAD_SCHEMA, namespace=INTERNAL_NS, check=check_fusion_attention_grad_dropout_mask,
+    reference=fusion_attention_grad_dropout_mask_reference,
+    fake=_fusion_attention_grad_dropout_mask_fake,
+    info=OpInfo(api="internal", public=False, backward_of=OP))
+fusion_attention_grad_dropout_mask_op.add_provider("tiled", _tiled_mask_grad,
+                                                   lambda *args, **kwargs: None)
+
+
 # -- autograd (derivatives.yaml: query, key, value, pse, sink through the grad op) ------------
 
 def _setup_context(ctx, inputs, output):
@@ -209,14 +266,14 @@ def _setup_context(ctx, inputs, output):
                 if k not in ("query", "key", "value", "pse", "atten_mask", "sink", "seed",
                              "offset", "padding_mask", "dropout_mask")}
     ctx.draw = (seed, offset, numels)
-    # the grad op has no dropout_mask input (derivatives.yaml): a caller's mask is kept here
-    ctx.dropout_mask = a["dropout_mask"] if a["keep_prob"] < 1.0 else None
+    # the grad op has no dropout_mask input (derivatives.yaml): a caller's mask is saved too
+    dropout_mask = a["dropout_mask"] if a["keep_prob"] < 1.0 else None
     ctx.save_for_backward(a["query"], a["key"], a["value"], a["pse"], a["atten_mask"],
-                          a["sink"], attention, softmax_max, softmax_sum)
+                          a["sink"], attention, softmax_max, softmax_sum, dropout_mask)
 
 
 def _backward(ctx, grad_attention, *unused):
-    q, k, v, pse, mask, sink, attention, smax, ssum = ctx.saved_tensors
+    q, k, v, pse, mask, sink, attention, smax, ssum, dropout_mask = ctx.saved_tensors
     a = ctx.args
     if grad_attention is None:
         grad_attention = torch.zeros_like(attention)
@@ -229,16 +286,12 @@ def _backward(ctx, grad_attention, *unused):
         actual_seq_qlen=a["actual_seq_qlen"], actual_seq_kvlen=a["actual_seq_kvlen"],
         sparse_mode=a["sparse_mode"], gen_mask_parallel=a["gen_mask_parallel"], sync=a["sync"],
         softmax_layout=a["softmax_layout"], sink=sink)
-    if ctx.dropout_mask is None:
+    if dropout_mask is None:
         dq, dk, dv, dpse, dsink = fusion_attention_grad_op(
             q, k, v, grad_attention, a["head_num"], a["input_layout"], **kwargs)
     else:
-        # the NPU regenerates the caller's mask from its seed / offset (Philox); here the
-        # forward's bits are used as they are (eager only: the grad op cannot carry them)
-        g = grad_args(q, k, v, grad_attention, a["head_num"], a["input_layout"], kwargs)
-        p = fa_core.check_grad(GRAD_OP, g)
-        g["dropout_mask"] = ctx.dropout_mask
-        dq, dk, dv, dpse, dsink = fa_core.grad(p, g, seed, offset, use_flash=False)
+        dq, dk, dv, dpse, dsink = fusion_attention_grad_dropout_mask_op(
+            q, k, v, grad_attention, a["head_num"], a["input_layout"], dropout_mask, **kwargs)
     grads = [None] * len(FORWARD_ARGS)
     grads[0], grads[1], grads[2] = dq, dk, dv
     grads[FORWARD_ARGS.index("pse")] = dpse if pse is not None else None

@@ -90,8 +90,42 @@ def _grad() -> None:
     ]
 
 
+def _mask_bits(count: int) -> torch.Tensor:
+    """A bit-packed keep-mask of ``count`` elements (a fixed pattern, about 70 % kept)."""
+    keep = torch.randn(count, generator=torch.Generator().manual_seed(count)) > -0.5
+    keep = torch.cat([keep, keep.new_zeros((-count) % 128)]).view(-1, 8).to(torch.int64)
+    return (keep * 2 ** torch.arange(8)).sum(1).to(torch.uint8)
+
+
+def _dropout_mask() -> None:
+    e = _entry("npu_fusion_attention")
+    e.samples.append(Sample("grad_fp64_dropout_mask", lambda: (
+        (*_qkv("BNSD", _F64), 2, "BNSD"),
+        {"keep_prob": 0.7, "dropout_mask": _mask_bits(1 * 2 * 5 * 5), "seed": 5}),
+        differentiable=True))
+    g = _entry("_npu_fusion_attention_grad_dropout_mask")
+
+    def sample(layout, extra=None):
+        extra = {"keep_prob": 0.7, **(extra or {})}
+        bits = _mask_bits(2 * 5 * 5 if layout != "TND" else 2 * (2 * 2 + 3 * 3))
+        (q, k, v, dy, n, layout), kwargs = _grad_sample(layout, extra={**extra,
+                                                                      "dropout_mask": bits})
+        kwargs.pop("dropout_mask")
+        return (q, k, v, dy, n, layout, bits), kwargs
+
+    g.samples.append(Sample("bnsd_gqa", lambda: sample("BNSD")))
+    g.samples.append(Sample("tnd_causal", lambda: sample(
+        "TND", {"atten_mask": _triu(), "sparse_mode": 3, **_tnd_kwargs()})))
+    g.errors += [
+        ErrorSample("short_mask", lambda: (lambda s: ((*s[0][:6], s[0][6][:2]), s[1]))(
+            sample("BNSD")), RuntimeError,
+            "_npu_fusion_attention_grad_dropout_mask: expected dropout_mask at least"),
+    ]
+
+
 _forward()
 _grad()
+_dropout_mask()
 
 
 def _lengths_t() -> dict:
