@@ -68,11 +68,16 @@ def check(op: str, query: torch.Tensor, key: torch.Tensor, p: dict, *, decode: b
     checks.expect(not paged, op, "block_table",
                   "None with an int8 query (page attention does not take int8 queries)",
                   "a tensor", ValueError)
+    # The pages' Q_S = 1 constraints: "query、key、value输入类型均为int8的场景暂不支持" (FIA v1/v2;
+    # IFA likewise), so the incremental branch has no full-int8 path to reproduce.
     checks.expect(not decode, op, "query",
-                  "Q_S > 1 for int8 inputs (the incremental branch's full-int8 path is not "
-                  "reproduced)", "Q_S == 1", NotImplementedError)
+                  "Q_S > 1 for int8 query, key and value (all-int8 inputs are not supported "
+                  "when Q_S is 1)", "Q_S == 1", ValueError)
+    # MLA full quantization (v2 page, D = 512 with rope: int8 query/key/value, bfloat16 rope,
+    # query dequantized per token and head, key/value per tensor) runs a kernel of its own whose
+    # dequantization steps are not in the public A2/A3 kernel sources.
     checks.expect(not rope, op, "query_rope",
-                  "None with an int8 query (the MLA full-quant kernel is not reproduced)",
+                  "None with an int8 query (MLA full quantization is not reproduced)",
                   "a tensor", NotImplementedError)
     for name in FULL_QUANT_ARGS:
         checks.expect(p.get(name) is not None, op, name,

@@ -276,8 +276,9 @@ class _FusedInferAttentionScore:
         correction) 0 and lse +inf.  int8 query/key/value with ``dequant_scale1`` /
         ``quant_scale1`` / ``dequant_scale2`` (per-tensor; float32 or npu_trans_quant_param
         words) run the prompt kernel's full-int8 steps, untiled (``full_quant.py``); output
-        float16, or int8 with ``quant_scale2``.  Not reproduced (NotImplementedError): full
-        int8 on the decode branch (Q_S == 1) or with rope.  No backward (inference only).
+        float16, or int8 with ``quant_scale2``; the page does not support all-int8 inputs at
+        Q_S == 1 (ValueError).  Not reproduced (NotImplementedError): MLA full quantization
+        (int8 with rope).  No backward (inference only).
         """
         kwargs = _normalize_kwargs(kwargs)
         if out is not None:
