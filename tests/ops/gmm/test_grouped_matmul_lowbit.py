@@ -226,31 +226,6 @@ def test_strict_products():
         gmm(**a4w4)
 
 
-@pytest.mark.parametrize("act_type", [0, 5])
-def test_int8_per_token_bfloat16_bias_epilogue(act_type):
-    # Formula 3-2: y = act((x @ w) * scale * per_token_scale + bias), bias bfloat16.
-    x = torch.randint(-128, 128, (M, 16), dtype=torch.int8)
-    w = torch.randint(-128, 128, (E, 16, 8), dtype=torch.int8)
-    scale, pts = torch.rand(E, 8) * 0.01, torch.rand(M)
-    bias = torch.randn(E, 8).bfloat16()
-    y, = gmm([x], [w], bias=[bias], scale=[scale], per_token_scale=[pts],
-             group_list=torch.tensor(SIZES), split_item=3, group_type=0, group_list_type=1,
-             output_dtype=torch.bfloat16, act_type=act_type)
-    v = torch.zeros(M - 1, 8, dtype=torch.float64)
-    for r in range(M - 1):
-        e = int(ROWS[r])
-        v[r] = (x[r].long() @ w[e].long()).double() * scale[e].double() * float(pts[r]) \
-            + bias[e].double()
-    golden = v if act_type == 0 else v / (1 + torch.exp(-v))
-    err = (y[:M - 1].double() - golden).abs()
-    assert (err <= 2 ** -7 * golden.abs() + 1e-6).all()
-    assert (y[-1] == 0).all()
-    with pytest.raises(NotImplementedError, match="expected bias int32, or bfloat16 with"):
-        gmm([x], [w], bias=[bias.float()], scale=[scale], per_token_scale=[pts],
-            group_list=torch.tensor(SIZES), split_item=3, group_type=0, group_list_type=1,
-            output_dtype=torch.bfloat16)
-
-
 def test_float8_inputs_are_not_emulated():
     x = torch.zeros(M, 32).to(torch.float8_e4m3fn)
     w = torch.zeros(E, 32, 8).to(torch.float8_e4m3fn)

@@ -13,7 +13,10 @@ Numerics (op-plugin golden ``test/test_custom_ops/test_npu_grouped_matmul.py``):
 
 * float: ``y = x @ w + bias`` accumulated in float32, rounded once to x's dtype;
 * quant (int8): exact int32 ``acc = x @ w + bias``; float32 ``acc * scale`` (then
-  ``* per_token_scale``, then a bfloat16 bias if given, then the activation); int8 output:
+  ``* per_token_scale``, then a float bias -- formulas 2-2 / 3-2, float16 / bfloat16 / float32
+  widened exactly, as the Ascend 950 epilogue ``gqmm_mix_online_dynamic.h`` and A2's
+  ``grouped_matmul_quant_mixcore.h`` add it -- then the activation, rounded half to even to
+  the output dtype); int8 output:
   ``rint(acc * scale + offset)`` saturated to [-128, 127], with scale and offset unpacked
   from npu_trans_quant_param's word;
 * antiquant: ``w' = (w + antiquant_offset) * antiquant_scale`` in float32 (per channel, or per

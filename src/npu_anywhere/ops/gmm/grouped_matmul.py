@@ -166,6 +166,7 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
         float:       y_i = x_i @ weight_i + bias_i
         per-channel: y_i = (x_i @ weight_i + bias_i) * scale_i + offset_i   (int8 in)
         per-token:   y_i = act((x_i @ weight_i + bias_i) * scale_i * per_token_scale_i)
+        float bias:  y_i = act((x_i @ weight_i) * scale_i [* per_token_scale_i] + bias_i)
         antiquant:   y_i = x_i @ ((weight_i + antiquant_offset_i) * antiquant_scale_i) + bias_i
         A4W4:        y_i = x_i @ (weight_i * scale_i) * per_token_scale_i      (int4 x, weight)
         A8W4:        y_i = ((x_i - 8) @ weight_i * scale_i + bias_i) * per_token_scale_i
@@ -185,7 +186,11 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
         weights are read as they are.
     bias : list of Tensor, optional
         Per group ``[n]`` (or one ``[E, n]``): float16 for float16 x, float32 for bfloat16 /
-        float32 x, int32 for int8 x.
+        float32 x; int32 for int8 x (added to the int32 accumulator), or with a float32 /
+        bfloat16 scale a float bias added after dequantization (formulas 2-2 / 3-2:
+        ``y = act(acc * scale [* per_token_scale] + bias)`` in float32): bfloat16 or float32
+        for bfloat16 output, float16 or float32 for float16 output (Ascend 950's rule; strict
+        A2 / A3 take only bfloat16, with per_token_scale).
     scale : list of Tensor, optional
         int8 x only, per channel ``[n]`` / ``[E, n]``: int64 words from npu_trans_quant_param
         (int8 output, ``offset`` packed inside), or bfloat16 / float32 (bfloat16 / float16

@@ -179,7 +179,8 @@ def check(x, weight, bias=None, scale=None, offset=None, antiquant_scale=None,
         out_dtype = _check_quant(kind, x0, w0, scale, per_token_scale, antiquant_scale,
                                  antiquant_offset, act_type, _resolve_out_dtype(output_dtype),
                                  single_weight, n_experts, weight, x)
-        _check_bias(kind, x0, bias, weight, single_weight, n_experts, scale, per_token_scale)
+        _check_bias(kind, x0, bias, weight, single_weight, n_experts, scale, per_token_scale,
+                    out_dtype, product)
     if product == Product.ATLAS_INFERENCE:
         _check_310p(x0, w0, group_type, act_type, weight)
     return Problem(kind, group_type, split_item, single_weight, n_experts, out_dtype, int4,
@@ -412,24 +413,39 @@ def _check_antiquant(x0, w0, antiquant_scale, antiquant_offset, single_weight, n
 
 
 def _check_bias(kind, x0, bias, weight, single_weight, n_experts, scale=None,
-                per_token_scale=None) -> None:
+                per_token_scale=None, out_dtype=None, product=None) -> None:
     if bias is None:
         return
     want = (torch.int32,) if kind == "quant" else (_FLOAT_BIAS[x0.dtype],)
     if kind == "quant" and bias[0].dtype != torch.int32:
-        # Formulas 2-2 / 3-2: a float bias added after dequantization.  The kernel
-        # (grouped_matmul_quant_mixcore.h, its bias epilogue) has it for a bfloat16 bias on
-        # the per-token path with a float scale; the other float biases have none.
-        checks.expect(bias[0].dtype == torch.bfloat16 and per_token_scale is not None
-                      and scale is not None and scale[0].dtype != torch.int64, OP, "bias",
-                      "int32, or bfloat16 with per_token_scale and a float scale (other "
-                      "float biases of int8 x are not emulated)", bias[0].dtype,
-                      NotImplementedError)
-        want = (torch.bfloat16,)
+        want = _check_quant_float_bias(bias[0].dtype, scale, per_token_scale, out_dtype,
+                                       product)
     for i, t in enumerate(bias):
         checks.expect_dtype(t, want, OP, f"bias[{i}]")
     ns = _ns(weight, single_weight)
     _per_expert("bias", bias, single_weight, n_experts, (ns[0],), [(n,) for n in ns])
+
+
+def _check_quant_float_bias(dtype, scale, per_token_scale, out_dtype, product):
+    """Formulas 2-2 / 3-2: an int8 call's float bias, added after dequantization.
+
+    The Ascend 950 checker (``AclnnGroupedMatmul91095Checker::CheckInt8QuantDtype``) takes
+    bfloat16 or float32 for bfloat16 output and float16 or float32 for float16 output; its
+    epilogue (``gqmm_mix_online_dynamic.h``) adds it in float32 after the scales.  A2 / A3
+    (``aclnn_grouped_matmul.cpp``, ``grouped_matmul_quant_mixcore.h``) take only bfloat16,
+    and add it only on the per-token path (the per-channel epilogue has no bias step).
+    """
+    checks.expect(scale is not None and scale[0].dtype != torch.int64, OP, "bias",
+                  "int32 unless scale is float32 / bfloat16 (a float bias with an int64 "
+                  "scale or int32 output is not emulated)", dtype, NotImplementedError)
+    if product in (Product.A2, Product.A3):
+        checks.expect(dtype == torch.bfloat16, OP, "bias",
+                      "int32 or bfloat16 for int8 x on A2 / A3", dtype, TypeError)
+        checks.expect(per_token_scale is not None, OP, "bias",
+                      "int32 without per_token_scale on A2 / A3 (their per-channel epilogue "
+                      "adds no bfloat16 bias)", dtype, ValueError)
+        return (torch.bfloat16,)
+    return (out_dtype, torch.float32)
 
 
 def _check_310p(x0, w0, group_type, act_type, weight) -> None:

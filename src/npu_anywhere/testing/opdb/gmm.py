@@ -54,6 +54,12 @@ def _grouped_matmul() -> None:
              "per_token_scale": [torch.rand(5)], "group_list": _counts(), "split_item": 3,
              "group_type": 0, "group_list_type": 1, "output_dtype": torch.bfloat16,
              "act_type": 5})),
+        # Formula 2-2: a float bias after the per-channel dequantization.
+        Sample("int8_per_channel_float_bias", lambda: (
+            ([_int8(5, 4)], [_int8(3, 4, 6)]),
+            {"bias": [torch.randn(3, 6, dtype=torch.float16)], "scale": [torch.rand(3, 6)],
+             "group_list": _counts(), "split_item": 3, "group_type": 0,
+             "group_list_type": 1, "output_dtype": torch.float16})),
         Sample("int8_packed_scale_index_rows", lambda: (
             ([_int8(5, 4)], [_int8(3, 4, 6)]),
             {"scale": [torch.full((3, 6), (1 << 46) | 0x3C000000, dtype=torch.int64)],
