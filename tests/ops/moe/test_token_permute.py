@@ -128,6 +128,66 @@ def test_backward_ops_formula():
     assert_close_to_golden(gprobs, want_pr)
 
 
+def _saved_storages(permuted, s, probs):
+    """Storage pointers of what the unpermute autograd node keeps for its backward."""
+    seen = []
+
+    def pack(t):
+        seen.append(t.untyped_storage().data_ptr())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = na.npu_moe_token_unpermute(permuted, s, probs=probs)
+    return out, seen
+
+
+@pytest.mark.parametrize("with_probs", [False, True])
+def test_unpermute_keeps_expert_outputs_only_for_probs(with_probs):
+    # op-plugin's A2/A3 autograd keeps permuted_tokens alive only when d probs needs them.
+    tokens, indices, probs = data(n=5, h=4, k=2, dtype=torch.float32)
+    permuted, s = na.npu_moe_token_permute(tokens, indices, 8)          # 2 choices dropped
+    permuted = permuted.detach().requires_grad_(True)
+    probs = probs.requires_grad_(True) if with_probs else None
+    k = 2 if with_probs else 1
+    s = s if with_probs else s[:5]            # k = 1 without probs: 5 rows, one choice each
+    out, seen = _saved_storages(permuted, s, probs)
+    assert (permuted.untyped_storage().data_ptr() in seen) == with_probs
+    g = torch.randn(out.shape)
+    out.backward(g)
+    want = torch.zeros(permuted.shape, dtype=torch.float64)
+    for j, r in enumerate(s.tolist()):
+        if r < 8:
+            w = 1.0 if probs is None else float(probs.detach().reshape(-1)[j])
+            want[r] = w * g[j // k].double()
+    assert_close_to_golden(permuted.grad, want)
+
+
+def test_unpermute_grad_v2_formula_and_errors():
+    tokens, indices, probs = data(dtype=torch.float32)
+    permuted, s = na.npu_moe_token_permute(tokens, indices, 15)
+    gu = torch.randn(tokens.shape)
+    inv = s.tolist()
+    k = indices.shape[1]
+    gp, gprobs = na.npu_moe_token_unpermute_grad_v2(gu, s, 15, torch.bfloat16, probs,
+                                                    permuted_tokens=permuted)
+    want_gp = torch.zeros(permuted.shape, dtype=torch.float64)
+    want_pr = torch.zeros(probs.shape, dtype=torch.float64)
+    for j, r in enumerate(inv):
+        if r < 15:
+            want_gp[r] = float(probs.reshape(-1)[j]) * gu[j // k].double()
+            want_pr.view(-1)[j] = (gu[j // k].double() * permuted[r].double()).sum()
+    assert gp.dtype == torch.bfloat16 and gp.shape == (15, tokens.shape[1])
+    assert_close_to_golden(gp, want_gp)
+    assert_close_to_golden(gprobs, want_pr)
+    with pytest.raises(ValueError, match="npu_moe_token_unpermute_grad_v2: expected "
+                                         "permuted_tokens a tensor when probs is given"):
+        na.npu_moe_token_unpermute_grad_v2(gu, s, 15, torch.float32, probs)
+    with pytest.raises(RuntimeError, match="npu_moe_token_unpermute_grad_v2: expected "
+                                           "permuted_tokens shape \\(15, 6\\)"):
+        na.npu_moe_token_unpermute_grad_v2(gu, s, 15, torch.float32, probs,
+                                           permuted_tokens=permuted[:3])
+
+
 def test_bad_inputs():
     tokens, indices, probs = data()
     with pytest.raises(ValueError, match="npu_moe_token_permute: expected padded_mode False"):

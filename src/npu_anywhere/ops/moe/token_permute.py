@@ -40,6 +40,12 @@ UNPERMUTE_GRAD = "npu_moe_token_unpermute_grad"
 UNPERMUTE_GRAD_SCHEMA = ("npu_moe_token_unpermute_grad(Tensor permuted_tokens, "
                          "Tensor grad_unpermuted_tokens, Tensor sorted_indices, Tensor? probs=None, "
                          "bool padded_mode=False, int[]? restore_shape=None) -> (Tensor, Tensor)")
+UNPERMUTE_GRAD_V2 = "npu_moe_token_unpermute_grad_v2"
+UNPERMUTE_GRAD_V2_SCHEMA = ("npu_moe_token_unpermute_grad_v2(Tensor grad_unpermuted_tokens, "
+                            "Tensor sorted_indices, int permuted_tokens_size_0, "
+                            "ScalarType permuted_tokens_dtype, Tensor? probs=None, "
+                            "bool padded_mode=False, int[]? restore_shape=None, "
+                            "Tensor? permuted_tokens=None) -> (Tensor, Tensor)")
 
 _SUPPORTED = frozenset({Product.A2, Product.A3})
 _INDEX_DTYPES = (torch.int32, torch.int64)
@@ -195,9 +201,15 @@ def check_unpermute_grad(permuted_tokens, grad_unpermuted_tokens, sorted_indices
 
 def unpermute_grad_reference(permuted_tokens, grad_unpermuted_tokens, sorted_indices, probs=None,
                              padded_mode=False, restore_shape=None):
-    rows, hidden = permuted_tokens.shape
+    return _unpermute_grad(grad_unpermuted_tokens, sorted_indices, permuted_tokens.shape[0],
+                           permuted_tokens.dtype, probs, permuted_tokens)
+
+
+def _unpermute_grad(grad_unpermuted_tokens, sorted_indices, rows, dtype, probs, permuted_tokens):
+    """Both backward ops: the table is only read for ``d probs`` (so None without probs)."""
+    hidden = grad_unpermuted_tokens.shape[1]
     k = 1 if probs is None else probs.shape[1]
-    ct = compute_dtype(permuted_tokens.dtype)
+    ct = compute_dtype(dtype)
     g = grad_unpermuted_tokens.to(ct)
     idx = sorted_indices.to(torch.int64)
     safe = torch.where((idx >= 0) & (idx < rows), idx, rows)
@@ -206,12 +218,53 @@ def unpermute_grad_reference(permuted_tokens, grad_unpermuted_tokens, sorted_ind
         contrib = contrib * probs.to(ct).unsqueeze(-1)
     buf = torch.zeros(rows + 1, hidden, dtype=ct, device=g.device)
     buf.index_copy_(0, safe, contrib.reshape(-1, hidden))      # the spare row takes drops
-    grad_permuted = buf[:rows].to(permuted_tokens.dtype)
+    grad_permuted = buf[:rows].to(dtype)
     if probs is None:
-        return grad_permuted, permuted_tokens.new_empty((0,))
+        return grad_permuted, g.new_empty((0,), dtype=grad_unpermuted_tokens.dtype)
     picked = _gather_rows(permuted_tokens, sorted_indices, k)              # (N, K, H)
     grad_probs = torch.bmm(picked, g.unsqueeze(-1)).squeeze(-1)
     return grad_permuted, grad_probs.to(probs.dtype)
+
+
+def check_unpermute_grad_v2(grad_unpermuted_tokens, sorted_indices, permuted_tokens_size_0,
+                            permuted_tokens_dtype, probs=None, padded_mode=False,
+                            restore_shape=None, permuted_tokens=None):
+    op = UNPERMUTE_GRAD_V2
+    _expect_not_padded(op, padded_mode)
+    _check_sorted(op, sorted_indices)
+    checks.expect(permuted_tokens_dtype.is_floating_point, op, "permuted_tokens_dtype",
+                  "a floating dtype", str(permuted_tokens_dtype), TypeError)
+    checks.expect(permuted_tokens_size_0 >= 0, op, "permuted_tokens_size_0", ">= 0",
+                  str(permuted_tokens_size_0), ValueError)
+    # d probs reads the expert outputs, so the forward keeps them only when probs is given.
+    checks.expect(probs is None or permuted_tokens is not None, op, "permuted_tokens",
+                  "a tensor when probs is given", "None", ValueError)
+    named = {"grad_unpermuted_tokens": grad_unpermuted_tokens}
+    if probs is not None:
+        named["probs"] = probs
+    _expect_floats(op, named)
+    k = 1 if probs is None else probs.shape[1]
+    checks.expect(probs is None or probs.numel() == sorted_indices.numel(), op, "probs",
+                  lambda: f"sorted_indices.numel() = {sorted_indices.numel()} elements",
+                  lambda: f"shape {tuple(probs.shape)}", RuntimeError)
+    checks.expect(sorted_indices.numel() % k == 0, op, "sorted_indices",
+                  f"a length divisible by topK = {k}", lambda: f"{sorted_indices.numel()}",
+                  RuntimeError)
+    checks.expect(grad_unpermuted_tokens.shape[0] == sorted_indices.numel() // k, op,
+                  "grad_unpermuted_tokens", lambda: f"{sorted_indices.numel() // k} rows",
+                  lambda: f"shape {tuple(grad_unpermuted_tokens.shape)}", RuntimeError)
+    if permuted_tokens is not None:
+        want = (permuted_tokens_size_0, grad_unpermuted_tokens.shape[1])
+        checks.expect(tuple(permuted_tokens.shape) == want, op, "permuted_tokens",
+                      f"shape {want}", lambda: f"shape {tuple(permuted_tokens.shape)}",
+                      RuntimeError)
+
+
+def unpermute_grad_v2_reference(grad_unpermuted_tokens, sorted_indices, permuted_tokens_size_0,
+                                permuted_tokens_dtype, probs=None, padded_mode=False,
+                                restore_shape=None, permuted_tokens=None):
+    return _unpermute_grad(grad_unpermuted_tokens, sorted_indices, permuted_tokens_size_0,
+                           permuted_tokens_dtype, probs, permuted_tokens)
 
 
 permute_op = NpuOp(PERMUTE_SCHEMA, namespace=TORCH_NPU_NS, check=check_permute,
@@ -232,6 +285,10 @@ unpermute_grad_op = NpuOp(UNPERMUTE_GRAD_SCHEMA, namespace=TORCH_NPU_NS,
                           check=check_unpermute_grad, reference=unpermute_grad_reference,
                           metadata_check=True, info=OpInfo(api="torch_npu",
                                                            backward_of=UNPERMUTE))
+unpermute_grad_v2_op = NpuOp(UNPERMUTE_GRAD_V2_SCHEMA, namespace=TORCH_NPU_NS,
+                             check=check_unpermute_grad_v2, reference=unpermute_grad_v2_reference,
+                             metadata_check=True,
+                             info=OpInfo(api="torch_npu", backward_of=UNPERMUTE))
 
 
 def _permute_setup(ctx, inputs, output):
@@ -252,14 +309,18 @@ def _permute_backward(ctx, grad_permuted, _grad_index):
 
 def _unpermute_setup(ctx, inputs, output):
     permuted, sorted_indices, probs, padded_mode, restore_shape = inputs
-    ctx.save_for_backward(permuted, sorted_indices, probs)
+    # As op-plugin's _npu_moe_token_unpermute on A2/A3: the expert outputs are kept for the
+    # backward only when probs is given (d permuted_tokens needs just their row count and dtype).
+    ctx.save_for_backward(permuted if probs is not None else None, sorted_indices, probs)
+    ctx.table = (permuted.shape[0], permuted.dtype)
     ctx.args = (padded_mode, restore_shape)
 
 
 def _unpermute_backward(ctx, grad):
     permuted, sorted_indices, probs = ctx.saved_tensors
-    grad_permuted, grad_probs = unpermute_grad_op(permuted, grad.contiguous(), sorted_indices,
-                                                  probs, *ctx.args)
+    rows, dtype = ctx.table
+    grad_permuted, grad_probs = unpermute_grad_v2_op(grad.contiguous(), sorted_indices, rows,
+                                                     dtype, probs, *ctx.args, permuted)
     return grad_permuted, None, (grad_probs if probs is not None else None), None, None
 
 
@@ -333,7 +394,8 @@ def npu_moe_token_unpermute(permuted_tokens, sorted_indices, probs=None, padded_
     (a choice dropped by ``num_out_tokens``) adds 0.  Returns ``(len(sorted_indices) // K,
     hidden)`` in ``permuted_tokens``' dtype (float32 sums, one rounding).  ``restore_shape`` is
     only read by padded mode, which the NPU does not have (``padded_mode`` must be False).
-    Differentiable in ``permuted_tokens`` and ``probs`` through ``npu_moe_token_unpermute_grad``.
+    Differentiable in ``permuted_tokens`` and ``probs`` through ``npu_moe_token_unpermute_grad_v2``
+    (the expert outputs are kept for it only when ``probs`` is given).
     Strict mode: A2, A3, bfloat16 only.
     """
     return unpermute_op(permuted_tokens, sorted_indices, probs, padded_mode, restore_shape)
@@ -351,9 +413,25 @@ def npu_moe_token_unpermute_grad(permuted_tokens, grad_unpermuted_tokens, sorted
                              padded_mode, restore_shape)
 
 
+def npu_moe_token_unpermute_grad_v2(grad_unpermuted_tokens, sorted_indices,
+                                    permuted_tokens_size_0, permuted_tokens_dtype, probs=None,
+                                    padded_mode=False, restore_shape=None, permuted_tokens=None):
+    """Backward of :func:`npu_moe_token_unpermute` from the table's row count and dtype.
+
+    The same ``(d permuted_tokens, d probs)`` as :func:`npu_moe_token_unpermute_grad`, with
+    ``d permuted_tokens`` of shape ``(permuted_tokens_size_0, hidden)`` and dtype
+    ``permuted_tokens_dtype``; ``permuted_tokens`` is only read for ``d probs`` and may be None
+    without probs (op-plugin's autograd then does not keep it alive).
+    """
+    return unpermute_grad_v2_op(grad_unpermuted_tokens, sorted_indices, permuted_tokens_size_0,
+                                permuted_tokens_dtype, probs, padded_mode, restore_shape,
+                                permuted_tokens)
+
+
 TORCH_NPU_FUNCTIONS = {
     PERMUTE: npu_moe_token_permute,
     PERMUTE_GRAD: npu_moe_token_permute_grad,
     UNPERMUTE: npu_moe_token_unpermute,
     UNPERMUTE_GRAD: npu_moe_token_unpermute_grad,
+    UNPERMUTE_GRAD_V2: npu_moe_token_unpermute_grad_v2,
 }

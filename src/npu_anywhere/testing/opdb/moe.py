@@ -205,6 +205,16 @@ def _permute() -> None:
     ug.errors.append(ErrorSample("grad_shape", lambda: (
         (torch.randn(8, 4), torch.randn(4, 4), inv(data()[1]), torch.rand(5, 2)), {}),
         RuntimeError, "npu_moe_token_unpermute_grad: expected grad_unpermuted_tokens shape"))
+    ug2 = _entry("npu_moe_token_unpermute_grad_v2")
+    ug2.samples += [
+        Sample("probs", lambda: ((torch.randn(5, 4), inv(data()[1]), 8, torch.float32,
+                                  torch.rand(5, 2)), {"permuted_tokens": torch.randn(8, 4)})),
+        Sample("no_table", lambda: ((torch.randn(10, 4).to(torch.bfloat16), inv(data()[1]), 10,
+                                     torch.bfloat16), {})),
+    ]
+    ug2.errors.append(ErrorSample("probs_without_table", lambda: (
+        (torch.randn(5, 4), inv(data()[1]), 8, torch.float32, torch.rand(5, 2)), {}),
+        ValueError, "npu_moe_token_unpermute_grad_v2: expected permuted_tokens a tensor"))
 
 
 _permute()
