@@ -302,3 +302,26 @@ def test_v2_bad_inputs():
         f(x, e, expert_num=4, quant_mode=0)
     with pytest.raises(TypeError, match="expected expert_idx dtype in"):
         torch.ops.npu.npu_moe_init_routing_v2(x, e.long(), expert_num=4)
+    with pytest.raises(RuntimeError, match="npu_moe_init_routing_v2: expected quant_mode 13 for "
+                                           "an int4 x_dtype .*quant_mode=13"):
+        f(x, e, expert_num=4, quant_mode=1, x_dtype=285)          # 285: torch_npu.int4
+
+
+@pytest.mark.parametrize("quant_mode", [-1, 0, 1])
+@pytest.mark.parametrize("drop_pad_mode", [0, 1])
+def test_v2_empty_x_ignores_scale(quant_mode, drop_pad_mode):
+    # op-plugin returns empty outputs and zero counts for 0 rows before scale is looked at
+    # (its own test passes a (0,) scale in dynamic quant mode).
+    x = feats(0, 8)
+    e = torch.zeros(0, 3, dtype=torch.int32)
+    out = na.npu_moe_init_routing_v2(
+        x, e, scale=torch.ones(0), expert_num=4, quant_mode=quant_mode, active_num=0,
+        drop_pad_mode=drop_pad_mode, expert_capacity=2 if drop_pad_mode else -1,
+        expert_tokens_num_type=1, expert_tokens_num_flag=True)
+    ex, eri, tok, es = out
+    assert eri.numel() == 0 and tok.tolist() == [0, 0, 0, 0]
+    if drop_pad_mode == 0:
+        assert ex.shape == (0, 8) and es.numel() == (1 if quant_mode == 0 else 0)
+    else:
+        assert ex.shape == (4, 2, 8) and not ex.float().any()
+    assert ex.dtype == (x.dtype if quant_mode == -1 else torch.int8)

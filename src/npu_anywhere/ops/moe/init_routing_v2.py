@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import torch
 
-from ... import checks, targets
+from ... import checks, dtypes, targets
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from ..quant import core as qcore
@@ -81,6 +81,10 @@ def check_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_num=
     checks.expect_one_of(drop_pad_mode, (0, 1), op, "drop_pad_mode")
     checks.expect_one_of(expert_tokens_num_type, (0, 1, 2), op, "expert_tokens_num_type")
     checks.expect_one_of(row_idx_type, (0, 1), op, "row_idx_type")
+    # op-plugin rejects this pair before anything else: int4 output has its own mode.
+    checks.expect(not (quant_mode == 1 and x_dtype == dtypes.INT4), op, "quant_mode",
+                  "13 for an int4 x_dtype (int4 dynamic quantization uses quant_mode=13; "
+                  "quant_mode=1 is int8 only)", repr(quant_mode), RuntimeError)
     if quant_mode in _NOT_EMULATED_QUANT_MODES:
         checks.expect(False, op, "quant_mode", "-1, 0, 1, 2 or 3 (the HIF8 / MXFP4 / FP8 "
                       "per-block / INT4 / amax-clamped MXFP8 modes are not emulated)",
@@ -121,6 +125,10 @@ def _check_scale(op, x, scale, offset, quant_mode, expert_num, active_expert_ran
         if t is not None:
             checks.expect_dtype(t, (torch.float32,), op, name)
             checks.expect_same_device({"x": x, name: t}, op)
+    if rows == 0:
+        # op-plugin returns the empty outputs (zero counts) before the kernel reads scale or
+        # offset, so their shapes are not checked for an empty x.
+        return
     if quant_mode == -1:
         checks.expect(offset is None, op, "offset", "None when quant_mode is -1", "a tensor",
                       ValueError)
@@ -216,6 +224,9 @@ def init_routing_v2_reference(x, expert_idx, *, scale=None, offset=None, active_
     hidden = x.shape[1]
     total = rows * k
     dev = x.device
+    if rows == 0:              # nothing is read from scale / offset (unchecked when x is empty)
+        scale = torch.ones(1, dtype=torch.float32, device=dev) if quant_mode == 0 else None
+        offset = None
     start, end = _expert_range(active_expert_range, expert_num)
     key = expert_idx.reshape(-1).to(torch.int64)
     key = torch.where(key < start, _INT32_MAX, key)
