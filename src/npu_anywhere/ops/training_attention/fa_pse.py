@@ -163,15 +163,33 @@ class PseSource:
         return (j - i + skv - 1).clamp_(0, skv - 1)
 
     def _diagonal_tile(self, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
-        """``diagonals[j - i + Skv - 1]`` over the tile: counted from its last row up, the
-        index grows by one along both axes, so the tile is a strided window, flipped."""
+        """``diagonals[j - i + Skv - 1]`` over the tile (a copy: see :meth:`tile_reversed`)."""
+        return self.tile_reversed(i0, i1, j0, j1).flip(2)
+
+    def _reversed_start(self, i0: int, i1: int, j0: int) -> int:
+        """Diagonal index at the tile's last row and first column."""
+        return j0 - (i1 - 1) + self.p.skv - 1
+
+    def reads_diagonals(self, i0: int, i1: int) -> bool:
+        """Whether every row of ``[i0, i1)`` reads the diagonals of the last stored row."""
+        return self.kind == "alibi" and self._alibi_split(i0, i1) == i1
+
+    def first_direct_row(self) -> Optional[int]:
+        """The first row an alibi-compressed pse stores directly (non-TND), else None: a
+        block of rows should not straddle it (only blocks of diagonal rows read in reverse)."""
+        if self.kind != "alibi" or self.p.packed:
+            return None
+        return max(0, self.p.sq - ALIBI_ROWS)
+
+    def tile_reversed(self, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
+        """``tile(i0, i1, j0, j1).flip(2)`` for a block that :meth:`reads_diagonals`, as a
+        view: counted from the last row up, ``j - i + Skv - 1`` grows by one along both axes,
+        so the tile is a window of the diagonals with unit strides (no copy per tile)."""
         d = self.diagonals
-        rows, cols = i1 - i0, j1 - j0
-        start = j0 - (i1 - 1) + self.p.skv - 1          # index at (last row, first column)
-        window = d.as_strided((d.shape[0], d.shape[1], rows, cols),
-                              (d.stride(0), d.stride(1), d.stride(2), d.stride(2)),
-                              d.storage_offset() + start * d.stride(2))
-        return window.flip(2)
+        start = self._reversed_start(i0, i1, j0)
+        return d.as_strided((d.shape[0], d.shape[1], i1 - i0, j1 - j0),
+                            (d.stride(0), d.stride(1), d.stride(2), d.stride(2)),
+                            d.storage_offset() + start * d.stride(2))
 
     def _alibi_split(self, i0: int, i1: int) -> int:
         """First row read directly (non-TND: the last 1024 rows; TND: none)."""
@@ -214,11 +232,28 @@ class PseSource:
         split = self._alibi_split(i0, i1)
         if split > i0:
             idx = self._diagonal_index(i0, split, j0, j1).reshape(-1)
-            last = buf[:, :, ALIBI_ROWS - 1]
-            last.index_add_(-1, idx, g[:, :, :split - i0].reshape(*g.shape[:2], -1))
+            self._add_diagonals(buf, idx, g[:, :, :split - i0])
         if i1 > split:
             base = self.p.sq - ALIBI_ROWS
             buf[:, :, split - base:i1 - base, j0:j1] += g[:, :, split - i0:]
+
+    def accumulate_reversed(self, buf: torch.Tensor, g: torch.Tensor, i0: int, i1: int,
+                            j0: int, j1: int) -> None:
+        """:meth:`accumulate` of a gradient tile whose rows run from ``i1 - 1`` down to ``i0``
+        (a block that :meth:`reads_diagonals`, read through :meth:`tile_reversed`)."""
+        if buf.shape[0] == 1 and g.shape[0] != 1:
+            g = g.sum(dim=0, keepdim=True)
+        dev = buf.device
+        start = self._reversed_start(i0, i1, j0)
+        idx = (torch.arange(start, start + i1 - i0, device=dev).view(-1, 1)
+               + torch.arange(j1 - j0, device=dev).view(1, -1))
+        # above the main diagonal (masked: a zero gradient) the index runs past the row
+        self._add_diagonals(buf, idx.clamp_(max=self.p.skv - 1).reshape(-1), g)
+
+    @staticmethod
+    def _add_diagonals(buf: torch.Tensor, idx: torch.Tensor, g: torch.Tensor) -> None:
+        last = buf[:, :, ALIBI_ROWS - 1]
+        last.index_add_(-1, idx, g.reshape(*g.shape[:2], -1))
 
     def finish(self, buf: torch.Tensor) -> torch.Tensor:
         """The grad in the pse's own shape."""

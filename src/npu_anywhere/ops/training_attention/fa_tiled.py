@@ -15,6 +15,16 @@ Tiles the mask leaves fully masked are skipped and fully visible ones are not ma
 causal or band call does only the work of its visible tiles, and no ``[Sq, Skv]`` matrix is
 ever held: memory grows with S, not S^2.  The grad recomputes each tile's probabilities from
 the forward's ``m`` and ``l``, as the reference and the NPU's grad do.
+
+Where the time goes on CPU: the two tile matmuls and about six passes over the tile's scores.
+So the score (and the grad's ``dP``) tiles are written into one reused buffer (``out=``: a
+fresh 32 MiB tensor per tile costs its page faults, measured ~40 % of a matmul), the first
+visible tile of a row block starts the recurrence instead of rescaling zeros, and the grad's
+products accumulate in place (``baddbmm_``).  A block of rows that reads an alibi-compressed
+pse through its diagonals is computed with its query rows in reverse order: its pse tile is
+then a plain window of the stored row (unit strides, see :meth:`.fa_pse.PseSource.
+tile_reversed`) instead of a flipped copy; only the row statistics and outputs, ``[rows]``
+and ``[rows, D]``, are flipped back.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from .fa_math import Dropout, _expand_kv, _finite, _inverse, compute_dtype
 # Score elements of one tile (all heads): 32 MiB of float32.  Large tiles on purpose: each
 # tile costs ~15 PyTorch calls whatever its size, and on a busy CPU each call may wait for its
 # worker threads (measured: 1024 x 1024 x 8 heads ran an S = 4096 band 1.7x faster than
-# 512 x 512).  Memory stays independent of S.
+# 512 x 512, an alibi forward 1.8x faster than 256 x 1024).  Memory stays independent of S.
 TILE_BUDGET = 1 << 23
 MAX_COLS = 1024
 
@@ -40,15 +50,66 @@ def _tiles(b: int, n: int, sq: int, skv: int) -> tuple[int, int]:
     return min(sq, rows), cols
 
 
-def _tile_scores(q_scaled, k_blk, pse, scale, masked, i0, i1, j0, j1):
-    """``scale q k^T + scale pse`` from a pre-scaled query (one pass fewer over the scores
-    than scaling the sum; the same value up to float32 rounding)."""
-    s = torch.matmul(q_scaled, k_blk.transpose(-1, -2))
+def _row_blocks(sq: int, rows: int, pse):
+    """``(i0, i1)`` blocks of at most ``rows`` rows; none straddles the first row an
+    alibi-compressed pse stores directly (the blocks above it run reversed)."""
+    cut = None if pse is None else pse.first_direct_row()
+    edges = [0] + ([cut] if cut is not None and 0 < cut < sq else []) + [sq]
+    for lo, hi in zip(edges, edges[1:]):
+        for i0 in range(lo, hi, rows):
+            yield i0, min(hi, i0 + rows)
+
+
+class _Rows:
+    """Row blocks of a ``[B, N, S, ...]`` tensor, in order or reversed (the reversed copy
+    made once, on first use: it is S-sized, not S^2)."""
+
+    def __init__(self, x: torch.Tensor):
+        self.x, self._flipped = x, None
+
+    def block(self, i0: int, i1: int, reverse: bool) -> torch.Tensor:
+        if not reverse:
+            return self.x[:, :, i0:i1]
+        if self._flipped is None:
+            self._flipped = self.x.flip(2)
+        s = self.x.shape[2]
+        return self._flipped[:, :, s - i1:s - i0]
+
+
+class _Scratch:
+    """One reused buffer handed out as contiguous tensors of any shape up to its size."""
+
+    def __init__(self, like: torch.Tensor):
+        self.like, self.buf = like, None
+
+    def get(self, *shape: int) -> torch.Tensor:
+        numel = 1
+        for d in shape:
+            numel *= d
+        if self.buf is None or self.buf.numel() < numel:
+            self.buf = self.like.new_empty(numel)
+        return self.buf[:numel].view(shape)
+
+
+def _tile_scores(scratch, q_blk, k_blk, pse, scale, masked, i0, i1, j0, j1, reverse):
+    """``scale q k^T + scale pse`` (masked: -inf) from a pre-scaled query (one pass fewer
+    over the scores than scaling the sum; the same value up to float32 rounding)."""
+    b, n, rows, _ = q_blk.shape
+    s = torch.matmul(q_blk, k_blk.transpose(-1, -2),
+                     out=scratch.get(b, n, rows, k_blk.shape[2]))
     if pse is not None:
-        s.add_(pse.tile(i0, i1, j0, j1), alpha=scale)
+        tile = pse.tile_reversed(i0, i1, j0, j1) if reverse else pse.tile(i0, i1, j0, j1)
+        s.add_(tile, alpha=scale)
     if masked is not None:
-        s.masked_fill_(masked, float("-inf"))
+        s.masked_fill_(masked.flip(-2) if reverse else masked, float("-inf"))
     return s
+
+
+def _dropout_rows(dropout: Dropout, shape, i0, i1, device, ct, reverse):
+    if not dropout.active:
+        return None
+    z = dropout.factor(shape, i0, i1, device, ct)
+    return z.flip(2) if reverse else z
 
 
 def forward(q, k, v, *, scale: float, pse, sink, plan: MaskPlan, dropout: Dropout):
@@ -59,30 +120,40 @@ def forward(q, k, v, *, scale: float, pse, sink, plan: MaskPlan, dropout: Dropou
     skv, dv = k.shape[2], v.shape[-1]
     out = q.new_empty(b, n, sq, dv)
     m_all, l_all = q.new_empty(b, n, sq), q.new_empty(b, n, sq)
-    q_scaled = q * scale
+    queries = _Rows(q * scale)
+    scratch = _Scratch(q)
     rows, cols = _tiles(b, n, sq, skv)
-    for i0 in range(0, sq, rows):
-        i1 = min(sq, i0 + rows)
-        q_blk = q_scaled[:, :, i0:i1]
-        m = q.new_full((b, n, i1 - i0), float("-inf"))
-        l = q.new_zeros(b, n, i1 - i0)
-        acc = q.new_zeros(b, n, i1 - i0, dv)
-        z = dropout.factor((b, n, skv), i0, i1, q.device, ct) if dropout.active else None
+    for i0, i1 in _row_blocks(sq, rows, pse):
+        reverse = pse is not None and pse.reads_diagonals(i0, i1)
+        q_blk = queries.block(i0, i1, reverse)
+        z = _dropout_rows(dropout, (b, n, skv), i0, i1, q.device, ct, reverse)
+        m = l = acc = None
         for j0 in range(0, skv, cols):
             j1 = min(skv, j0 + cols)
             masked = plan.tile(i0, i1, j0, j1)
             if masked is ALL:
                 continue
-            s = _tile_scores(q_blk, k[:, :, j0:j1], pse, scale, masked, i0, i1, j0, j1)
-            m_new = torch.maximum(m, s.amax(dim=-1))
+            s = _tile_scores(scratch, q_blk, k[:, :, j0:j1], pse, scale, masked, i0, i1, j0,
+                             j1, reverse)
+            tile_max = s.amax(dim=-1)
+            m_new = tile_max if m is None else torch.maximum(m, tile_max)
             offset = _finite(m_new)
-            alpha = torch.exp(m - offset)
             p = s.sub_(offset.unsqueeze(-1)).exp_()
-            l = l.mul_(alpha).add_(p.sum(dim=-1))
+            l_tile = p.sum(dim=-1)                  # before dropout: l normalizes P itself
             if z is not None:
                 p.mul_(z[..., j0:j1])
-            acc.mul_(alpha.unsqueeze(-1)).add_(torch.matmul(p, v[:, :, j0:j1]))
+            pv = torch.matmul(p, v[:, :, j0:j1])
+            if m is None:                 # the first visible tile: nothing to rescale yet
+                l, acc = l_tile, pv
+            else:
+                alpha = torch.exp(m - offset)
+                l = l.mul_(alpha).add_(l_tile)
+                acc.mul_(alpha.unsqueeze(-1)).add_(pv)
             m = m_new
+        if m is None:                     # every key of these rows is masked
+            m = q.new_full((b, n, i1 - i0), float("-inf"))
+            l = q.new_zeros(b, n, i1 - i0)
+            acc = q.new_zeros(b, n, i1 - i0, dv)
         if sink is not None:
             col = sink.to(ct).view(1, n, 1).expand_as(m)
             m_new = torch.maximum(m, col)
@@ -91,10 +162,19 @@ def forward(q, k, v, *, scale: float, pse, sink, plan: MaskPlan, dropout: Dropou
             l = l * alpha + torch.exp(col - offset)
             acc.mul_(alpha.unsqueeze(-1))
             m = m_new
-        out[:, :, i0:i1] = acc.mul_(_inverse(l).unsqueeze(-1))
+        acc.mul_(_inverse(l).unsqueeze(-1))
+        if reverse:
+            acc, m, l = acc.flip(2), m.flip(-1), l.flip(-1)
+        out[:, :, i0:i1] = acc
         m_all[:, :, i0:i1] = m
         l_all[:, :, i0:i1] = l
     return out, m_all, l_all
+
+
+def _flat(x: torch.Tensor) -> torch.Tensor:
+    """``[B, N, r, c]`` -> ``[B*N, r, c]``; a view for the row / column slices of the
+    contiguous accumulators (``baddbmm_`` writes through it)."""
+    return x.reshape(-1, *x.shape[2:])
 
 
 def backward(q, k, v, dy, out, m, l, *, scale: float, pse, sink, plan: MaskPlan,
@@ -104,45 +184,59 @@ def backward(q, k, v, dy, out, m, l, *, scale: float, pse, sink, plan: MaskPlan,
     b, n, sq, _ = q.shape
     kv_heads = k.shape[1]
     q, dy, out = q.to(ct), dy.to(ct), out.to(ct)
-    k, v = _expand_kv(k.to(ct), n), _expand_kv(v.to(ct), n)
+    # contiguous once, so that each tile's [B*N, cols, D] view of them needs no copy
+    k = _expand_kv(k.to(ct), n).contiguous()
+    v = _expand_kv(v.to(ct), n).contiguous()
     m, l = m.to(ct), l.to(ct)
     skv = k.shape[2]
-    dq = torch.zeros_like(q)
-    dk, dv = torch.zeros_like(k), torch.zeros_like(v)
+    dq = torch.empty(q.shape, dtype=ct, device=q.device)
+    dk = torch.zeros(k.shape, dtype=ct, device=q.device)
+    dv = torch.zeros(v.shape, dtype=ct, device=q.device)
     dpse = None if pse is None else pse.grad_buffer()
     dsink = None if sink is None else torch.zeros(n, dtype=ct, device=q.device)
-    big_d = (dy * out).sum(dim=-1)                          # [B, N, Sq]
-    q_scaled = q * scale
+    big_d = (dy * out).sum(dim=-1, keepdim=True)            # [B, N, Sq, 1]
+    queries, grads = _Rows(q * scale), _Rows(dy.contiguous())
+    offsets = _Rows(_finite(m).unsqueeze(-1))
+    inverses = _Rows(_inverse(l).unsqueeze(-1))
+    rows_d = _Rows(big_d)
+    scores, dp_buf = _Scratch(q), _Scratch(q)
     rows, cols = _tiles(b, n, sq, skv)
-    for i0 in range(0, sq, rows):
-        i1 = min(sq, i0 + rows)
-        q_blk, dy_blk = q_scaled[:, :, i0:i1], dy[:, :, i0:i1]
-        d_blk = big_d[:, :, i0:i1].unsqueeze(-1)
-        offset = _finite(m[:, :, i0:i1]).unsqueeze(-1)
-        inv = _inverse(l[:, :, i0:i1]).unsqueeze(-1)
-        z = dropout.factor((b, n, skv), i0, i1, q.device, ct) if dropout.active else None
-        dq_blk = dq[:, :, i0:i1]
+    for i0, i1 in _row_blocks(sq, rows, pse):
+        reverse = pse is not None and pse.reads_diagonals(i0, i1)
+        q_blk, dy_blk = queries.block(i0, i1, reverse), grads.block(i0, i1, reverse)
+        d_blk = rows_d.block(i0, i1, reverse)
+        offset = offsets.block(i0, i1, reverse)
+        inv = inverses.block(i0, i1, reverse)
+        z = _dropout_rows(dropout, (b, n, skv), i0, i1, q.device, ct, reverse)
+        dq_blk = torch.zeros(b, n, i1 - i0, q.shape[-1], dtype=ct, device=q.device)
         for j0 in range(0, skv, cols):
             j1 = min(skv, j0 + cols)
             masked = plan.tile(i0, i1, j0, j1)
             if masked is ALL:
                 continue
             k_blk, v_blk = k[:, :, j0:j1], v[:, :, j0:j1]
-            s = _tile_scores(q_blk, k_blk, pse, scale, masked, i0, i1, j0, j1)
+            s = _tile_scores(scores, q_blk, k_blk, pse, scale, masked, i0, i1, j0, j1,
+                             reverse)
             p = s.sub_(offset).exp_().mul_(inv)
-            dp = torch.matmul(dy_blk, v_blk.transpose(-1, -2))
+            dp = torch.matmul(dy_blk, v_blk.transpose(-1, -2),
+                              out=dp_buf.get(b, n, i1 - i0, j1 - j0))
+            dv_tile = _flat(dv[:, :, j0:j1])
             if z is not None:
                 zt = z[..., j0:j1]
-                dv[:, :, j0:j1] += torch.matmul((p * zt).transpose(-1, -2), dy_blk)
+                dv_tile.baddbmm_(_flat(p * zt).transpose(1, 2), _flat(dy_blk))
                 dp.mul_(zt)
             else:
-                dv[:, :, j0:j1] += torch.matmul(p.transpose(-1, -2), dy_blk)
+                dv_tile.baddbmm_(_flat(p).transpose(1, 2), _flat(dy_blk))
             ds = dp.sub_(d_blk).mul_(p)
-            dq_blk += torch.matmul(ds, k_blk)
-            dk[:, :, j0:j1] += torch.matmul(ds.transpose(-1, -2), q_blk)
-            if dpse is not None:
-                pse.accumulate(dpse, ds * scale, i0, i1, j0, j1)
+            _flat(dq_blk).baddbmm_(_flat(ds), _flat(k_blk))
+            _flat(dk[:, :, j0:j1]).baddbmm_(_flat(ds).transpose(1, 2), _flat(q_blk))
+            if dpse is not None:          # scaled once at the end
+                if reverse:
+                    pse.accumulate_reversed(dpse, ds, i0, i1, j0, j1)
+                else:
+                    pse.accumulate(dpse, ds, i0, i1, j0, j1)
         dq_blk.mul_(scale)
+        dq[:, :, i0:i1] = dq_blk.flip(2) if reverse else dq_blk
         if dsink is not None:
             p_sink = torch.exp(sink.to(ct).view(1, n, 1, 1) - offset) * inv
             dsink -= (p_sink * d_blk).sum(dim=(0, 2, 3))
@@ -150,5 +244,5 @@ def backward(q, k, v, dy, out, m, l, *, scale: float, pse, sink, plan: MaskPlan,
         dk = dk.view(b, kv_heads, n // kv_heads, skv, -1).sum(dim=2)
         dv = dv.view(b, kv_heads, n // kv_heads, skv, -1).sum(dim=2)
     if dpse is not None:
-        dpse = pse.finish(dpse)
+        dpse = pse.finish(dpse.mul_(scale))
     return dq, dk, dv, dpse, dsink
