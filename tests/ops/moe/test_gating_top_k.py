@@ -103,6 +103,45 @@ def test_matches_golden(dtype, norm_type, mode, config):
     assert_close_to_golden(norm, gnorm)
 
 
+def golden_hash(x, input_ids, tid2eid, bias=None, norm_type=0, routed_scaling_factor=1.0,
+                eps=1e-20):
+    """Hash mode (the doc; Huawei's hash-kernel golden): the table row is the expert list."""
+    ys, norms = [], []
+    table = tid2eid.tolist()
+    for row, tid in zip(x.double().tolist(), input_ids.tolist()):
+        norm = softmax64(row) if norm_type == 0 else [sigmoid64(v) for v in row]
+        y = [norm[e] for e in table[tid]]
+        if norm_type == 1:
+            total = sum(y) + eps
+            y = [v / total for v in y]
+        ys.append([v * routed_scaling_factor for v in y])
+        norms.append(norm)
+    ids = torch.tensor([table[t] for t in input_ids.tolist()], dtype=torch.int32)
+    return torch.tensor(ys, dtype=torch.float64), ids, torch.tensor(norms, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("norm_type", [0, 1])
+@pytest.mark.parametrize("grouped", [False, True])
+def test_hash_mode_takes_experts_from_the_table(dtype, norm_type, grouped):
+    x = make((6, 16), dtype, seed=4)
+    bias = make((16,), dtype, seed=5)              # steers rankings only: no part in hash mode
+    # int64 ids read through a stride, an int32 table with a repeated expert and a reversed row.
+    input_ids = torch.tensor([3, 0, 5, 3, 1, 4, 2, 1, 5, 0, 0, 1])[::2]
+    tid2eid = torch.tensor([[15, 2, 7], [0, 1, 2], [5, 5, 9], [12, 8, 3], [4, 14, 6],
+                            [11, 10, 13]], dtype=torch.int32)
+    groups = dict(k_group=2, group_count=4, group_select_mode=1) if grouped else {}
+    y, idx, norm = na.npu_moe_gating_top_k(
+        x, 3, bias=bias, input_ids=input_ids, tid2eid=tid2eid, norm_type=norm_type,
+        routed_scaling_factor=2.0, out_flag=True, **groups)
+    want_y, want_idx, want_norm = golden_hash(x, input_ids, tid2eid, norm_type=norm_type,
+                                              routed_scaling_factor=2.0)
+    assert idx.dtype == torch.int32 and torch.equal(idx, want_idx)
+    assert y.dtype == dtype
+    assert_close_to_golden(y, want_y)
+    assert_close_to_golden(norm, want_norm)
+
+
 def test_selection_uses_bias_but_weights_do_not():
     # Expert 3 has the smallest sigmoid but a bias that makes it the best choice.
     x = torch.tensor([[2.0, 1.0, 0.5, -1.0]])
@@ -320,8 +359,8 @@ def _x(*shape, dtype=torch.float32):
                                      tid2eid=torch.zeros(4, 1, dtype=torch.int32)),
      TypeError, "npu_moe_gating_top_k: expected input_ids dtype"),
     (lambda: na.npu_moe_gating_top_k(_x(2, 8), 1, input_ids=torch.zeros(2, dtype=torch.int64),
-                                     tid2eid=torch.zeros(4, 1, dtype=torch.int64)),
-     NotImplementedError, "npu_moe_gating_top_k: expected input_ids None"),
+                                     tid2eid=torch.zeros(4, dtype=torch.int64)),
+     ValueError, "npu_moe_gating_top_k: expected tid2eid a 2-D tensor"),
     (lambda: na.npu_moe_gating_top_k_backward(_x(2, 8, dtype=torch.float16), _x(2, 3),
                                               _x(2, 3, dtype=torch.int32), norm_type=1), TypeError,
      "npu_moe_gating_top_k_backward: expected x_norm dtype"),

@@ -8,6 +8,7 @@ test/test_custom_ops/test_npu_moe_gating_topk.py)::
     score = norm + bias                       # bias only steers the choice
     groups of E / group_count experts; group score = max (mode 0) or sum of the top 2 (mode 1)
     keep the k_group best groups; expert_idx = the k best scores among the kept experts
+    hash mode (input_ids, tid2eid given): expert_idx[n] = tid2eid[input_ids[n]] instead
     y = norm[expert_idx]
     y = y / (sum(y) + eps)                    # sigmoid only
     y = y * routed_scaling_factor
@@ -124,9 +125,7 @@ def check_gating_top_k(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group
         checks.expect_dim(tid2eid, 2, OP, "tid2eid")
         checks.expect(tid2eid.shape[1] == k, OP, "tid2eid", lambda: f"a last dim equal to k = {k}",
                       lambda: f"shape {tuple(tid2eid.shape)}", RuntimeError)
-        # aclnnMoeGatingTopKV2's hash mode has no published formula or kernel to follow.
-        checks.expect(False, OP, "input_ids", "None (the hash mode of input_ids / tid2eid is not "
-                      "emulated)", "a tensor", NotImplementedError)
+        checks.expect_same_device({"x": x, "input_ids": input_ids, "tid2eid": tid2eid}, OP)
 
 
 def check_gating_top_k_backward(x_norm, grad_y, expertIdx, *, renorm=0, norm_type=0,
@@ -202,8 +201,12 @@ def gating_top_k_reference(x, k, *, bias=None, input_ids=None, tid2eid=None, k_g
                            out_flag=False, routed_scaling_factor=1.0, eps=1e-20):
     norm = _norm(x, norm_type)
     score = norm if bias is None else norm + bias.to(norm.dtype)
+    if input_ids is not None:
+        # Hash mode: each token's table row is its expert list; no ranking (nor bias) applies.
+        # Ids outside the table (or experts outside [0, E)) raise in the lookups.
+        idx = tid2eid.index_select(0, input_ids.to(torch.int64)).to(torch.int64)
     # One expert per group (mode 0) or every group kept: the group step changes nothing.
-    if 1 < group_count < x.shape[1] and k_group < group_count:
+    elif 1 < group_count < x.shape[1] and k_group < group_count:
         idx = _top_k_in_best_groups(score, k, k_group, group_count, group_select_mode)
     else:
         idx = stable_top_k(score, k)[1]
@@ -267,7 +270,8 @@ def _gating_key(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group=1, gro
                 group_select_mode=0, renorm=0, norm_type=0, out_flag=False,
                 routed_scaling_factor=1.0, eps=1e-20):
     return (x.dtype, x.shape[-1], k, None if bias is None else bias.dtype, k_group, group_count,
-            group_select_mode, norm_type, x.device.type)
+            group_select_mode, norm_type, x.device.type,
+            None if input_ids is None else (input_ids.dtype, tid2eid.dtype))
 
 
 # Fuses the norm, the bias and the group scores; the rankings stay ATen top-k calls.
@@ -286,6 +290,7 @@ def npu_moe_gating_top_k(x, k, *, bias=None, input_ids=None, tid2eid=None, k_gro
         group score = max (group_select_mode=0) or sum of the 2 largest (=1) of each group of
                       E / group_count experts;  keep the k_group best groups
         expert_idx  = top-k of score over the kept experts   (ties: lower index first)
+                      hash mode: expert_idx[n] = tid2eid[input_ids[n]]
         y = norm[expert_idx];  sigmoid: y = y / (sum(y) + eps);  y = y * routed_scaling_factor
 
     Parameters
@@ -298,9 +303,10 @@ def npu_moe_gating_top_k(x, k, *, bias=None, input_ids=None, tid2eid=None, k_gro
     bias : Tensor, optional
         ``(E,)``, x's dtype; added to the scores used for choosing only.
     input_ids, tid2eid : Tensor, optional
-        The hash mode (op-plugin's schema): checked as documented (both or neither; int32 or
-        int64; ``input_ids`` ``(rows,)``, ``tid2eid`` 2-D with last dim ``k``), then rejected
-        with NotImplementedError: no formula or kernel is published for it.
+        The hash mode, both or neither: ``input_ids`` ``(rows,)`` token ids and ``tid2eid``
+        ``(vocab, k)`` expert ids, int32 or int64, may be non-contiguous.  Then
+        ``expert_idx[n] = tid2eid[input_ids[n]]`` replaces the ranking (bias and groups play
+        no part) and ``y`` is computed from those experts as above.
     k_group : int
         Groups kept, ``1 <= k_group <= group_count``.
     group_count : int
@@ -335,7 +341,13 @@ def npu_moe_gating_top_k(x, k, *, bias=None, input_ids=None, tid2eid=None, k_gro
     softmax as ``exp(x - max) * (1 / sum)``, one rounding of ``y``.  The softmax mode is not
     renormalised (the doc's formula divides by the sum for sigmoid only).  The NPU leaves
     ``norm_out`` unwritten when ``out_flag`` is False; here it always holds the norm, which the
-    backward reads.  Differentiable in ``y`` w.r.t. ``x`` through
+    backward reads.  The hash mode follows Huawei's hash kernel and its golden
+    (hicann/cann-recipes-infer ops/ascendc/src/moe_gating_top_k_hash/op_kernel/
+    moe_gating_top_k_hash_without_group.h ``SelectExpertIdxByHash``, examples/
+    test_npu_moe_gating_top_k.py): the ids are copied from the table row, then gathered from the
+    norm without bias.  That kernel reads the table only in its ungrouped tilings
+    (``group_count`` 1 or E, or every group kept); the doc's formula, followed here, lets the
+    table replace the group and expert choice whatever the grouping.  Differentiable in ``y`` w.r.t. ``x`` through
     :func:`npu_moe_gating_top_k_backward`, which supports the sigmoid mode only (a softmax
     gradient raises there); ``bias`` gets no gradient, as in derivatives.yaml.
 

@@ -45,10 +45,19 @@ def _forward() -> None:
                     "npu_moe_gating_top_k: expected renorm 0"),
         ErrorSample("three_d", lambda: ((torch.randn(2, 3, 8), 2), {}), ValueError,
                     "npu_moe_gating_top_k: expected x a 2-D tensor"),
-        ErrorSample("hash_mode", lambda: ((_x(3, 16), 2), dict(
+        ErrorSample("hash_table_width", lambda: ((_x(3, 16), 2), dict(
             input_ids=torch.zeros(3, dtype=torch.int32),
-            tid2eid=torch.zeros(4, 2, dtype=torch.int32))), NotImplementedError,
-            "npu_moe_gating_top_k: expected input_ids None"),
+            tid2eid=torch.zeros(4, 3, dtype=torch.int32))), RuntimeError,
+            "npu_moe_gating_top_k: expected tid2eid a last dim equal to k = 2"),
+    ]
+    e.samples += [
+        Sample("hash_sigmoid_int64_ids", lambda: ((_x(5, 16), 3), dict(
+            input_ids=torch.tensor([2, 0, 3, 2, 1]),
+            tid2eid=torch.tensor([[1, 4, 9], [15, 0, 7], [3, 3, 2], [8, 12, 5]],
+                                 dtype=torch.int32), norm_type=1, routed_scaling_factor=1.5))),
+        Sample("hash_softmax_int32_ids_bias", lambda: ((_x(4, 8, torch.bfloat16), 2), dict(
+            bias=_x(1, 8, torch.bfloat16, seed=2)[0], input_ids=torch.tensor(
+                [1, 1, 0, 2], dtype=torch.int32), tid2eid=torch.tensor([[7, 0], [2, 5], [6, 1]])))),
     ]
 
 
