@@ -1,7 +1,8 @@
 """torch_npu.npu_grouped_matmul_swiglu_quant and npu_grouped_matmul_swiglu_quant_v2.
 
 Grouped int8 matmul, per-channel x per-token dequantization, SwiGLU, per-token int8 dynamic
-quantization (DeepSeek's MoE up-projection); the arithmetic is in :mod:`.swiglu_quant_core`.
+quantization (DeepSeek's MoE up-projection); v2 also with a packed int4 weight (A8W4, A4W4:
+:mod:`.swiglu_quant_int4`).  The arithmetic is in :mod:`.swiglu_quant_core`.
 Schemas from op-plugin's ``op_plugin_functions.yaml``; output shapes from its meta
 registrations (``[m, n/2]`` int8, ``[m]`` float32, and for v1 a reserved 0-D offset).
 """
@@ -13,8 +14,8 @@ import torch
 from ... import checks, dtypes, targets
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
-from . import grouping
-from .swiglu_quant_core import grouped_swiglu_quant
+from . import grouping, swiglu_quant_int4
+from .swiglu_quant_core import a8w8_dequant, int4_dequant, swiglu_quant
 
 OP = "npu_grouped_matmul_swiglu_quant"
 SCHEMA = ("npu_grouped_matmul_swiglu_quant(Tensor x, Tensor weight, Tensor group_list, "
@@ -122,18 +123,32 @@ def check_swiglu_quant_v2(x, weight, weight_scale, x_scale, group_list, *, smoot
     glt = 0 if group_list_type is None else group_list_type
     checks.expect(glt in (0, 1), op, "group_list_type", "0 (cumsum) or 1 (counts)",
                   repr(group_list_type), ValueError)
-    _check_common(op, x, weight[0], group_list, weight_scale[0], x_scale, (torch.float32,),
-                  glt)
-    checks.expect(smooth_scale is None, op, "smooth_scale",
-                  "None with int8 weight (it belongs to the A4W4 form)", "a tensor",
-                  ValueError)
-    checks.expect(weight_assist_matrix is None, op, "weight_assist_matrix",
-                  "None with int8 weight (it belongs to the A8W4 form)", "a list", ValueError)
+    if weight[0].dtype == torch.int32:          # A8W4 / A4W4: packed int4 weight
+        swiglu_quant_int4.check(op, x, weight[0], weight_scale[0], x_scale, smooth_scale,
+                                weight_assist_matrix, dequant_mode)
+        e = weight[0].shape[0]
+        checks.expect(e <= MAX_EXPERTS, op, "weight", f"at most {MAX_EXPERTS} experts", e,
+                      ValueError)
+        grouping.check_group_list_meta(op, group_list, glt, MAX_EXPERTS)
+        checks.expect(group_list.shape[0] == e, op, "group_list",
+                      lambda: f"one entry per expert ({e})", lambda: group_list.shape[0],
+                      ValueError)
+        checks.expect(group_list.device == x.device, op, "group_list",
+                      f"x's device ({x.device})", group_list.device)
+    else:
+        _check_common(op, x, weight[0], group_list, weight_scale[0], x_scale,
+                      (torch.float32,), glt)
+        checks.expect(smooth_scale is None, op, "smooth_scale",
+                      "None with int8 weight (it belongs to the A4W4 form)", "a tensor",
+                      ValueError)
+        checks.expect(weight_assist_matrix is None, op, "weight_assist_matrix",
+                      "None with int8 weight (it belongs to the A8W4 form)", "a list",
+                      ValueError)
+        checks.expect(dequant_mode in (None, 0), op, "dequant_mode",
+                      "0 (per-token x, per-channel weight) with int8 weight",
+                      repr(dequant_mode), ValueError)
     checks.expect(bias is None, op, "bias", "None (only the default is supported)",
                   "a tensor", ValueError)
-    checks.expect(dequant_mode in (None, 0), op, "dequant_mode",
-                  "0 (per-token x, per-channel weight) with int8 weight", repr(dequant_mode),
-                  ValueError)
     # 0 is the A2/A3 doc's float32; op-plugin passes torch dtypes (torch.int8, the 950
     # default, and torch.float32 both mean a float32 dequantization here).
     dq = None if dequant_dtype in (None, 0) else dtypes.code_to_dtype(dequant_dtype)
@@ -157,7 +172,8 @@ def _segments(op, group_list, group_list_type, x, weight):
 def swiglu_quant_reference(x, weight, group_list, weight_scale, x_scale, *, bias=None,
                            offset=None):
     segs = _segments(OP, group_list, 0, x, weight)
-    q, scale = grouped_swiglu_quant(x, logical_weight(weight), weight_scale, x_scale, segs)
+    c = a8w8_dequant(x, logical_weight(weight), weight_scale, x_scale, segs)
+    q, scale = swiglu_quant(c)
     return q, scale, torch.zeros((), dtype=torch.float32, device=x.device)
 
 
@@ -167,7 +183,17 @@ def swiglu_quant_v2_reference(x, weight, weight_scale, x_scale, group_list, *,
                               group_list_type=0, tuning_config=None, x_dtype=None,
                               weight_dtype=None, weight_scale_dtype=None, x_scale_dtype=None):
     segs = _segments(OP_V2, group_list, group_list_type or 0, x, weight[0])
-    return grouped_swiglu_quant(x, logical_weight(weight[0]), weight_scale[0], x_scale, segs)
+    w = weight[0]
+    if w.dtype != torch.int32:
+        c = a8w8_dequant(x, logical_weight(w), weight_scale[0], x_scale, segs)
+        return swiglu_quant(c)
+    kind = "a8w4" if x.dtype == torch.int8 else "a4w4"
+    assist = None if weight_assist_matrix is None else weight_assist_matrix[0]
+    c = int4_dequant(kind, x, swiglu_quant_int4.weight_values(w), weight_scale[0], assist,
+                     x_scale, segs)
+    if kind == "a8w4":
+        return swiglu_quant(c)
+    return swiglu_quant(c, smooth=smooth_scale, segments=segs, scale_then_reciprocal=False)
 
 
 def _outputs(x, n):
@@ -181,7 +207,9 @@ def _fake(x, weight, group_list, weight_scale, x_scale, **kwargs):
 
 
 def _fake_v2(x, weight, weight_scale, x_scale, group_list, **kwargs):
-    return _outputs(x, _logical_kn(weight[0])[1])
+    w = weight[0]
+    n = swiglu_quant_int4.logical_kn(w)[1] if w.dtype == torch.int32 else _logical_kn(w)[1]
+    return _outputs(x, n)
 
 
 swiglu_quant_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_swiglu_quant,
@@ -241,25 +269,39 @@ def npu_grouped_matmul_swiglu_quant_v2(x, weight, weight_scale, x_scale, group_l
                                        quant_mode=0, quant_dtype=1, group_list_type=0,
                                        tuning_config=None, x_dtype=None, weight_dtype=None,
                                        weight_scale_dtype=None, x_scale_dtype=None):
-    """v2 of :func:`npu_grouped_matmul_swiglu_quant`: list arguments, group_list_type.
+    """v2 of :func:`npu_grouped_matmul_swiglu_quant`: list arguments, int4-weight forms.
 
-    Same formula (A8W8: int8 x and weight, per-token x_scale, per-channel weight_scale).
+    Formulas (op-plugin's v2 page; steps and roundings in ``ops/gmm/swiglu_quant_core.py``)::
+
+        A8W8: C = (x @ W[e]) * x_scale * w_scale[e]
+        A8W4: x = 16 * hi + lo + 8;  C = (C_hi * 16 + C_lo + weight_assist_matrix[e]) * x_scale
+        A4W4: C = (x @ W[e]) * x_scale * w_scale[e]
+        S = silu(C[:, :n/2]) * C[:, n/2:]          (A4W4: S = S * smooth_scale[e])
+        output = round(S / output_scale),  output_scale = max|S| / 127   (int8, per row)
 
     Parameters
     ----------
     x : Tensor
-        int8 ``[m, k]``.
-    weight, weight_scale : list of one Tensor
-        int8 ``[e, k, n]`` (or its 5-D NZ storage ``[e, n/32, k/16, 16, 32]``, as in v1) and
-        float32 ``[e, n]``.
+        int8 ``[m, k]`` (A8W8, A8W4) or int32 ``[m, k/8]`` packing 8 int4 each (A4W4).
+    weight : list of one Tensor
+        int8 ``[e, k, n]`` (or its 5-D NZ storage ``[e, n/32, k/16, 16, 32]``, as in v1), or
+        int32 ``[e, k, n/8]`` packing 8 int4 along n (or its NZ storage
+        ``[e, n/64, k/16, 16, 8]``) for A8W4 / A4W4.
+    weight_scale : list of one Tensor
+        float32 ``[e, n]`` (A8W8); int64 ``[e, n]`` or per k-group ``[e, G, n]`` words with
+        the float32 scale in the low 32 bits (A8W4, A4W4; read as the fixpipe's fp19).
     x_scale : Tensor
         float32 ``[m]``.
     group_list : Tensor
         int64 ``[e]``: cumsum (group_list_type 0, the default) or counts (1).
-    smooth_scale, weight_assist_matrix, bias : None
-        The A4W4 / A8W4 forms' inputs; None for A8W4 is not emulated (NotImplementedError
-        for int32 weight).
-    dequant_mode, quant_mode : 0
+    smooth_scale : Tensor, optional
+        A4W4 only, required there: float32 ``[e, n/2]`` or ``[e]``.
+    weight_assist_matrix : list of one Tensor, optional
+        A8W4 only, required there: float32 ``[e, n]``, ``8 * sum_k(W * w_scale)`` (offline).
+    bias : None
+    dequant_mode : int, default 0
+        0 per-channel weight scale; 1 per-group (A8W4 with a ``[e, G, n]`` scale).
+    quant_mode : 0
     dequant_dtype : int or torch.dtype, default 0
         A float32 dequantization: 0 (the A2/A3 doc), torch.float32 or torch.int8 (the 950
         default).  float16 / bfloat16 (950) raise NotImplementedError.
@@ -275,7 +317,8 @@ def npu_grouped_matmul_swiglu_quant_v2(x, weight, weight_scale, x_scale, group_l
 
     Notes
     -----
-    Strict mode: 950, A2 and A3.  No autograd.
+    Strict mode: 950, A2 and A3.  No autograd.  The Ascend 950 float8 / hifloat8 / MX forms
+    (``x_dtype``, ``weight_scale_dtype`` ..., ``dequant_mode=2``) raise NotImplementedError.
     """
     return swiglu_quant_v2_op(
         x, _as_list(weight), _as_list(weight_scale), x_scale, group_list, smooth_scale=smooth_scale,

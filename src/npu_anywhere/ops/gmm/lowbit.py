@@ -119,7 +119,7 @@ def check(kind, x, weight, bias, scale, offset, per_token_scale, antiquant_scale
     return out
 
 
-def _decoded_scale(word: torch.Tensor) -> torch.Tensor:
+def decoded_scale(word: torch.Tensor) -> torch.Tensor:
     """[G, n] float32 scales from the uint64 words (the fixpipe's fp19 field of the low word)."""
     s, _ = unpack_scale_word(word)
     return s.reshape(-1, s.shape[-1])
@@ -157,7 +157,7 @@ def groups(kind, x2, segments, weight, bias, scale, offset, per_token_scale, n, 
             continue
         rows = slice(seg.start, seg.start + seg.length)
         w = unpack_int4_fast(weight[seg.expert])
-        s = _decoded_scale(scale[seg.expert])
+        s = decoded_scale(scale[seg.expert])
         pts = None if per_token_scale is None else per_token_scale[rows].unsqueeze(-1)
         if kind == "a4w4":
             v = dequant_sum(xv[rows], w, s).to(torch.float32)

@@ -150,6 +150,16 @@ def _swiglu_quant() -> None:
                                    torch.tensor([1, 2, 3])), {})),
         Sample("counts", lambda: ((base()[0], [base()[1]], [torch.rand(3, 8)], torch.rand(6),
                                    _counts()), {"group_list_type": 1, "quant_dtype": 0})),
+        # A8W4: packed int4 weight [e, k, n/8], int64 scale words (float32 1/128 in the low
+        # word), the offline assist matrix; A4W4: packed int4 x too, and a smooth scale.
+        Sample("a8w4", lambda: ((_int8(6, 16), [_int4_packed(3, 16, 2)],
+                                 [_scale_words(3, 16)], torch.rand(6), torch.tensor([1, 2, 3])),
+                                {"weight_assist_matrix": [torch.rand(3, 16)]})),
+        Sample("a4w4_per_group", lambda: ((_int4_packed(6, 2), [_int4_packed(3, 16, 2)],
+                                           [_scale_words(3, 2, 16)], torch.rand(6),
+                                           _counts()),
+                                          {"smooth_scale": torch.rand(3),
+                                           "group_list_type": 1})),
         # The 5-D FRACTAL_NZ weight [e, n/32, k/16, 16, 32] (k = 16, n = 32).
         Sample("nz_weight", lambda: ((_int8(6, 16), [_int8(3, 1, 1, 16, 32)],
                                       [torch.rand(3, 32)], torch.rand(6),
