@@ -27,7 +27,7 @@ from .fa_problem import FAProblem
 
 COMPRESSED = {2: (2048, 2048), 3: (2048, 2048), 4: (2048, 2048), 6: (3072, 2048),
               7: (2048, 2048), 8: (2048, 2048)}
-DROPOUT_ROWS = 64          # rows per keep-mask chunk: the mask does not depend on blocking
+STREAM_CHUNK = 16384       # keep-mask elements per generator: the mask does not depend on blocking
 _MASK64 = (1 << 63) - 1
 ALL = "all"                # MaskPlan.tile: every position of the tile is masked
 _VISIBLE, _CUT, _MASKED = 0, 1, 2
@@ -284,53 +284,85 @@ def _mix(seed: int, offset: int, chunk: int) -> int:
     return (x ^ (x >> 29)) & _MASK64
 
 
-def keep_rows(seed: int, offset: int, keep_prob: float, shape, i0: int, i1: int,
-              device) -> torch.Tensor:
-    """The dropout keep-mask (True = kept) of query rows ``[i0, i1)``, ``shape`` = [B, N, Skv].
+def mask_elements(p: FAProblem, i0: int, i1: int, device):
+    """The keep-mask element index ``e`` of each position of query rows ``[i0, i1)`` as int64
+    ``[B, N, rows, Skv]``, and (TND) where a position exists (None for dense layouts).
 
-    Rows are drawn in fixed chunks of :data:`DROPOUT_ROWS`, each from a ``torch.Generator``
-    seeded with a hash of (seed, offset, chunk index), so the forward, the grad and any
-    recomputation from the returned seed / offset regenerate the same mask whatever their
-    blocking.
+    Elements are in ``[B, N, Sq, Skv]`` order (TND: the sequences one after the other, each
+    ``[N, Sq_b, Skv_b]``), the order ``_npu_dropout_gen_mask(x, [B, N, Sq, Skv], ...)`` and the
+    NPU's own mask generation use; positions past a sequence's lengths get ``e = 0``.
     """
-    b, n, skv = shape
-    parts = []
-    c0, c1 = i0 // DROPOUT_ROWS, (i1 + DROPOUT_ROWS - 1) // DROPOUT_ROWS
-    gen = torch.Generator(device=device)
-    for c in range(c0, c1):
-        gen.manual_seed(_mix(seed, offset, c))
-        parts.append(torch.rand(b, n, DROPOUT_ROWS, skv, generator=gen, device=device)
-                     < keep_prob)
-    full = torch.cat(parts, dim=2)
-    start = i0 - c0 * DROPOUT_ROWS
-    return full[:, :, start:start + (i1 - i0)]
-
-
-def keep_bits_rows(bits: torch.Tensor, p: FAProblem, i0: int, i1: int) -> torch.Tensor:
-    """A caller-supplied bit-packed keep-mask (True = kept) for query rows ``[i0, i1)`` as
-    bool ``[B, N, rows, Skv]``.
-
-    Element ``e`` of the mask is bit ``e % 8`` (least significant first) of byte ``e // 8``,
-    elements in ``[B, N, Sq, Skv]`` order (TND: the sequences one after the other, each
-    ``[N, Sq_b, Skv_b]``), as ``_npu_dropout_gen_mask(x, [B, N, Sq, Skv], ...)`` packs them.
-    """
-    dev = bits.device
     b, n = p.batch, p.heads
-    i = torch.arange(i0, i1, device=dev).view(1, 1, -1, 1)
-    j = torch.arange(p.skv, device=dev).view(1, 1, 1, -1)
-    heads = torch.arange(n, device=dev).view(1, n, 1, 1)
+    i = torch.arange(i0, i1, device=device).view(1, 1, -1, 1)
+    j = torch.arange(p.skv, device=device).view(1, 1, 1, -1)
+    heads = torch.arange(n, device=device).view(1, n, 1, 1)
     if p.packed:
-        sq = torch.tensor(p.q_lens, device=dev).view(b, 1, 1, 1)
-        skv = torch.tensor(p.kv_lens, device=dev).view(b, 1, 1, 1)
-        sizes = [n * a * c for a, c in zip(p.q_lens, p.kv_lens)]
-        base = torch.tensor([sum(sizes[:k]) for k in range(b)], device=dev).view(b, 1, 1, 1)
+        sq = torch.tensor(p.q_lens, device=device).view(b, 1, 1, 1)
+        skv = torch.tensor(p.kv_lens, device=device).view(b, 1, 1, 1)
+        base = torch.tensor(_sequence_bases(p), device=device).view(b, 1, 1, 1)
         e = base + (heads * sq + i) * skv + j
         valid = (i < sq) & (j < skv)
-        e = torch.where(valid, e, torch.zeros_like(e))
-    else:
-        batches = torch.arange(b, device=dev).view(b, 1, 1, 1)
-        e = ((batches * n + heads) * p.sq + i) * p.skv + j
-        valid = None
+        return torch.where(valid, e, torch.zeros_like(e)), valid
+    batches = torch.arange(b, device=device).view(b, 1, 1, 1)
+    return ((batches * n + heads) * p.sq + i) * p.skv + j, None
+
+
+def _sequence_bases(p: FAProblem) -> list:
+    sizes = [p.heads * a * c for a, c in zip(p.q_lens, p.kv_lens)]
+    return [sum(sizes[:k]) for k in range(p.batch)]
+
+
+def element_ranges(p: FAProblem, i0: int, i1: int) -> list:
+    """The ``[lo, hi)`` element ranges :func:`mask_elements` covers (one per batch and head)."""
+    if not p.packed:
+        step = p.sq * p.skv
+        return [(bh * step + i0 * p.skv, bh * step + i1 * p.skv)
+                for bh in range(p.batch * p.heads)]
+    out = []
+    for base, sq, skv in zip(_sequence_bases(p), p.q_lens, p.kv_lens):
+        if i0 < sq and skv > 0:
+            out += [(base + (h * sq + i0) * skv, base + (h * sq + min(i1, sq)) * skv)
+                    for h in range(p.heads)]
+    return out
+
+
+def keep_stream(seed: int, offset: int, keep_prob: float, e: torch.Tensor, ranges) -> torch.Tensor:
+    """The op's own keep-mask (True = kept) at elements ``e``, which lie in ``ranges``.
+
+    Element ``e`` draws the uniform ``u_e`` at position ``e % STREAM_CHUNK`` of chunk
+    ``e // STREAM_CHUNK``, each chunk from a ``torch.Generator`` seeded with a hash of (seed,
+    offset, chunk), and is kept when ``u_e < keep_prob``: a function of (seed, offset, e) alone,
+    so the forward, the grad, any recomputation and ``_npu_dropout_gen_mask`` with the same
+    seed / offset agree whatever their blocking.  Only the chunks ``ranges`` touch are drawn.
+    """
+    device = e.device
+    chunks = sorted({c for lo, hi in ranges if hi > lo
+                     for c in range(lo // STREAM_CHUNK, (hi - 1) // STREAM_CHUNK + 1)} | {0})
+    gen = torch.Generator(device=device)
+    draws = []
+    for c in chunks:
+        gen.manual_seed(_mix(seed, offset, c))
+        draws.append(torch.rand(STREAM_CHUNK, generator=gen, device=device,
+                                dtype=torch.float32))
+    first = chunks[0]
+    slot = torch.zeros(chunks[-1] - first + 1, dtype=torch.int64, device=device)
+    slot[torch.tensor(chunks, device=device) - first] = torch.arange(len(chunks), device=device)
+    pos = slot[e // STREAM_CHUNK - first] * STREAM_CHUNK + e % STREAM_CHUNK
+    return torch.cat(draws)[pos] < keep_prob
+
+
+def keep_bits(bits: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    """A caller-supplied bit-packed keep-mask (True = kept) at elements ``e``: element ``e`` is
+    bit ``e % 8`` (least significant first) of byte ``e // 8``, as ``_npu_dropout_gen_mask``
+    packs them."""
     byte = bits.reshape(-1)[e // 8].to(torch.int16)
-    keep = ((byte >> (e % 8).to(torch.int16)) & 1).bool()
-    return keep if valid is None else keep & valid
+    return ((byte >> (e % 8).to(torch.int16)) & 1).bool()
+
+
+def pack_bits(keep: torch.Tensor) -> torch.Tensor:
+    """bool elements -> uint8 bytes, least significant bit first, zero-padded to whole 128-bit
+    blocks (the length ``_npu_dropout_gen_mask`` returns)."""
+    flat = keep.reshape(-1).to(torch.uint8)
+    flat = torch.cat([flat, flat.new_zeros((-flat.numel()) % 128)]).view(-1, 8)
+    weights = torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8, device=keep.device)
+    return (flat * weights).sum(dim=1, dtype=torch.uint8)

@@ -77,17 +77,45 @@ def grad_args(query, key, value, dy, head_num, input_layout, kwargs: dict) -> di
 
 
 def draw_seed(a: dict) -> tuple[int, int]:
-    """(seed, offset) of the dropout keep-mask.
+    """(seed, offset) of the dropout keep-mask, as the NPU's generator hands them out.
 
-    keep_prob = 1: (0, 0) and no randomness.  A caller-given nonzero seed / offset regenerates
-    that mask; otherwise the seed is drawn from torch's default generator (so
-    ``torch.manual_seed`` makes runs repeat) and the offset is 0.
+    keep_prob = 1: (0, 0) and no randomness.  A caller-given nonzero seed / offset (or a
+    dropout_mask) is used as given.  Otherwise seed is the device generator's seed (what
+    ``torch.manual_seed`` / ``torch.npu.manual_seed`` set) and offset is 0 for the first draw
+    after seeding, as on the NPU, so ``_npu_dropout_gen_mask(x, shape, 1 - keep_prob, seed, 0)``
+    right after ``manual_seed(seed)`` makes the mask that call applies.  Later draws take an
+    offset from the generator (the NPU advances its Philox offset), so runs repeat after
+    ``manual_seed`` and successive calls get fresh masks.
     """
     if a["keep_prob"] >= 1.0:
         return 0, 0
     if a["seed"] != 0 or a["offset"] != 0 or a["dropout_mask"] is not None:
         return int(a["seed"]), int(a["offset"])
-    return int(torch.randint(1, 2 ** 31 - 1, (1,)).item()), 0
+    gen = _generator(a["query"].device)
+    seed = gen.initial_seed()
+    fresh = torch.equal(gen.get_state(), _fresh_state(gen.device, seed))
+    offset = int(torch.randint(1, 2 ** 31 - 1, (1,), generator=gen, device=gen.device).item())
+    return seed, 0 if fresh else offset
+
+
+def _generator(device: torch.device) -> torch.Generator:
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return torch.cuda.default_generators[index]
+    return torch.default_generator
+
+
+_FRESH_STATES: dict = {}
+
+
+def _fresh_state(device: torch.device, seed: int) -> torch.Tensor:
+    """A generator's state right after ``manual_seed(seed)`` (cached per device and seed)."""
+    key = (str(device), seed)
+    if key not in _FRESH_STATES:
+        if len(_FRESH_STATES) > 64:
+            _FRESH_STATES.clear()
+        _FRESH_STATES[key] = torch.Generator(device=device).manual_seed(seed).get_state()
+    return _FRESH_STATES[key]
 
 
 # -- forward -----------------------------------------------------------------------------------
@@ -201,9 +229,9 @@ fusion_attention_grad_op.add_provider("tiled", _tiled_grad, _tiled_grad_supports
 
 
 # -- the grad with a caller's dropout_mask (autograd of a forward given one) -------------------
-# derivatives.yaml's grad op has no dropout_mask input: on the NPU the backward regenerates the
-# caller's mask from seed / offset.  This emulation cannot (its masks are not Philox streams), so
-# the autograd backward of such a forward calls this internal op, the public grad plus the mask's
+# derivatives.yaml's grad op has no dropout_mask input: it regenerates a keep-mask from seed /
+# offset, and a caller's mask need not be one it can regenerate (any bits will do).  So the
+# autograd backward of such a forward calls this internal op, the public grad plus the mask's
 # bits, which traces under torch.compile and FakeTensor as one opaque op like the public grad.
 
 MASK_GRAD_SCHEMA = GRAD_SCHEMA.replace(f"{GRAD_OP}(", f"{MASK_GRAD_OP}(", 1).replace(
@@ -392,7 +420,9 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
         Used instead of the op's own mask (only when keep_prob < 1), in the forward and in
         its autograd backward; ``seed`` / ``offset`` are returned as given.
     seed, offset : int
-        0: draw a fresh keep-mask seed; nonzero: regenerate the mask of a previous call.
+        0: draw from the generator (seed = its ``manual_seed``, offset 0 on the first draw after
+        seeding, as on the NPU); nonzero: regenerate the mask of a previous call or of
+        ``_npu_dropout_gen_mask(x, [B, N, Sq, Skv], 1 - keep_prob, seed, offset)``.
 
     Returns
     -------
@@ -411,9 +441,9 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
     -----
     Calls the fused CPU kernels cannot take (masks other than top-left causal, pse, sink,
     dropout, TND) run on online-softmax tiles (:mod:`.fa_tiled`) that skip fully masked tiles.
-    The keep-mask is not the NPU's Philox stream: it is drawn by ``torch.Generator`` seeded from a
-    hash of (seed, offset, 64-row chunk), the same in the forward, the grad and any
-    recomputation.  The fused-kernel path (dense, no pse / sink / dropout, no or top-left causal
+    The keep-mask is not the NPU's Philox stream: element ``e`` (in dropout_mask's order) is drawn
+    by a ``torch.Generator`` seeded from a hash of (seed, offset, e // 16384), so the forward,
+    the grad, any recomputation and ``_npu_dropout_gen_mask`` with the same seed / offset agree.  The fused-kernel path (dense, no pse / sink / dropout, no or top-left causal
     mask) returns ``softmax_max = logsumexp`` and ``softmax_sum = 1``: the same probabilities and
     the same ``max + log(sum)``.  float64 calls return float64 statistics.  Differentiable in
     query, key, value, pse and sink through :func:`npu_fusion_attention_grad`.

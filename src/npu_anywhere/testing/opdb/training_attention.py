@@ -168,3 +168,20 @@ def _v3() -> None:
 
 
 _v3()
+
+
+def _gen_mask() -> None:
+    e = _entry("_npu_dropout_gen_mask.Tensor")
+    e.samples += [
+        Sample("bnss", lambda: ((_g(2, 3), [1, 2, 5, 7], 0.3, 11, 0), {})),
+        Sample("flat_offset", lambda: ((_g(1), [300], 0.1, 5, 64), {"parallel": False})),
+    ]
+    e.errors += [
+        ErrorSample("p", lambda: ((_g(1), [8], 1.5, 1, 0), {}), ValueError,
+                    r"_npu_dropout_gen_mask: expected p in \[0, 1\]"),
+        ErrorSample("size", lambda: ((_g(1), [4, -2], 0.5, 1, 0), {}), ValueError,
+                    "_npu_dropout_gen_mask: expected size non-negative"),
+    ]
+
+
+_gen_mask()
