@@ -112,3 +112,14 @@ def test_fake_tensor_shape_and_bad_inputs():
     assert out.shape == ((2 * 4 * 33 * 65 + 127) // 128 * 16,) and out.dtype == torch.uint8
     with pytest.raises(ValueError, match=r"_npu_dropout_gen_mask: expected p in \[0, 1\]"):
         na._npu_dropout_gen_mask(torch.empty(1), [4], -0.1, 1, 0)
+
+
+def test_v3_draws_like_v1_after_manual_seed():
+    b, n, s, d, kp = 1, 2, 6, 4, 0.5
+    q = _rand(b, n, s, d)
+    torch.manual_seed(99)
+    out, _, _, _, seed, offset = na.npu_fusion_attention_v3(q, q, q, n, "BNSD", keep_prob=kp)
+    assert (seed.item(), offset.item()) == (99, 0)
+    keep = _unpack(gen_mask(q, [b, n, s, s], 1 - kp, 99, 0), b * n * s * s).view(b, n, s, s)
+    want = attention(*(q.double(),) * 3, 1.0, keep=keep.double(), keep_prob=kp)[0]
+    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=2e-5)

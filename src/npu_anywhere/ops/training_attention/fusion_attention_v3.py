@@ -26,7 +26,7 @@ import torch
 from ... import checks
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo, define_out
 from . import fa_core
-from .fusion_attention import _INT_MAX, take_token_aliases
+from .fusion_attention import _INT_MAX, draw_seed, take_token_aliases
 
 OP = "npu_fusion_attention_v3"
 GRAD_OP = "npu_fusion_attention_grad_v3"
@@ -119,10 +119,7 @@ def check_fusion_attention_v3(*args, **kwargs):
 def _run_forward(args, kwargs, use_flash: bool):
     a = _forward_args(args, kwargs)
     p = fa_core.check_forward(OP, a, _lengths(a))
-    if a["keep_prob"] < 1.0:
-        seed, offset = int(torch.randint(1, 2 ** 31 - 1, (1,)).item()), 0
-    else:
-        seed, offset = 0, 0
+    seed, offset = draw_seed(a)      # the generator's, as npu_fusion_attention draws them
     outs = fa_core.forward(p, a, seed, offset, use_flash=use_flash)
     dev = a["query"].device
     return (*outs, torch.tensor([seed], dtype=torch.int64, device=dev),
