@@ -111,6 +111,26 @@ def test_quant_per_tensor():
     assert_close_to_golden(y, golden)
 
 
+def test_quant_requantization_in_float16():
+    # ffn_quant.h quantizes the float16 activation with AscendQuant: scale and offset cast to
+    # float16, h * scale rounded to float16, + offset rounded to float16, then rint to int8.
+    # 0.0111 and 0.3 are not float16 values: a float32 requantization rounds 8 of these 1536
+    # codes the other way.
+    g = torch.Generator().manual_seed(4)
+    x = torch.randint(-128, 128, (128, K1), dtype=torch.int8, generator=g)
+    w1 = torch.randint(-128, 128, (K1, N1), dtype=torch.int8, generator=g)
+    w2 = torch.randint(-20, 20, (N1, K1), dtype=torch.int8, generator=g)
+    f1, f2 = torch.full((N1,), 0.25), torch.full((K1,), 0.03125)        # exact in fp19
+    d1, d2 = na.npu_trans_quant_param(f1), na.npu_trans_quant_param(f2)
+    scale, offset = torch.tensor([0.0111]), torch.tensor([0.3])
+    y = na.npu_ffn(x, w1, w2, "relu", scale=scale, offset=offset, deq_scale1=d1, deq_scale2=d2)
+    h = ((x.long() @ w1.long()).double() * 0.25).half().double().clamp_min(0)
+    p = (h * torch.tensor(0.0111).half().double()).half().double()
+    q = torch.round((p + torch.tensor(0.3).half().double()).half().double()).clamp(-128, 127)
+    golden = ((q.long() @ w2.long()).double() * 0.03125).half()
+    assert torch.equal(y, golden)
+
+
 @pytest.mark.parametrize("kwargs,error,match", [
     ({"activation": "tanh"}, ValueError, "expected activation one of"),
     ({"w2": torch.randn(N1 + 1, K1)}, RuntimeError, "expected weight2 K2 = 12 rows"),

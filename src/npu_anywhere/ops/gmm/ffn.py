@@ -8,7 +8,9 @@ Numerics follow op-plugin's golden (``test/test_custom_ops/test_npu_ffn.py``, ``
 * antiquant (int8 weight): ``W' = (W + antiquant_offset) * antiquant_scale`` in x's dtype, then
   float32 matmuls and activation, rounded once at the end;
 * quant (int8 x and weights): ``h = out_dtype(int32(x @ W1) * deq_scale1)``, the activation in
-  ``out_dtype``, ``int8(clamp(round(h * scale + offset)))``, ``y = int32(h8 @ W2) * deq_scale2``;
+  ``out_dtype``, ``int8(clamp(round(h * scale + offset)))`` (float16 output: scale and offset
+  cast to float16 and each step rounded to float16, as ``ffn_quant.h``'s AscendQuant does),
+  ``y = int32(h8 @ W2) * deq_scale2``;
   int64 deq scales are npu_trans_quant_param words (float32 with 13 mantissa bits cut).
 
 GLU activations (geglu / swiglu / reglu) take the first half of ``x @ W1 + b1`` through the
@@ -208,8 +210,14 @@ def _ffn_one(x2, w1, w2, activation, b1, b2, aq, quant, inner_precise, out_dtype
             acc = acc + b1
         h = (acc.to(torch.float32) * _deq(d1)).to(out_dtype)
         a = _apply_activation(h.float(), activation).to(out_dtype)
-        q = a.float() * scale.float() + offset.float()
-        q = torch.round(q.to(out_dtype).float()).clamp(-128, 127)
+        if out_dtype == torch.float16:
+            # ffn_quant.h: AscendQuant on the float16 activation with the scale and offset cast
+            # to float16 -- a float16 multiply, then a float16 add, each rounded.
+            p = (a.float() * scale.to(torch.float16).float()).to(torch.float16)
+            q = (p.float() + offset.to(torch.float16).float()).to(torch.float16).float()
+        else:
+            q = (a.float() * scale.float() + offset.float()).to(out_dtype).float()
+        q = torch.round(q).clamp(-128, 127)
         acc2 = integer.int_mm(q.to(torch.int8), w2)
         if b2 is not None:
             acc2 = acc2 + b2
