@@ -245,6 +245,13 @@ def test_tnd_bad_lengths():
         q, k, v, mask, [128, 128], **kw)
     with pytest.raises(ValueError, match="expected actual_seq_lengths a list"):
         call()
+    # op-plugin's own words (its tests match them): RuntimeError too, as torch_npu raises
+    with pytest.raises(RuntimeError, match="actual_seq_lengths must be specified when "
+                                           "q_input_layout is TND"):
+        call()
+    with pytest.raises(RuntimeError, match="actual_seq_lengths_kv must be specified when "
+                                           "kv_input_layout is TND"):
+        call(actual_seq_lengths=[4, 6])
     with pytest.raises(ValueError, match="summing to query's token count 10"):
         call(actual_seq_lengths=[4, 5], actual_seq_lengths_kv=[6, 6])
     with pytest.raises(ValueError, match="expected actual_seq_lengths_kv 2 lengths"):

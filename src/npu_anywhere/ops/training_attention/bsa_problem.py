@@ -127,11 +127,13 @@ def parse(op: str, query, key, value, block_sparse_mask, block_shape, q_input_la
     both = actual_seq_lengths is not None and actual_seq_lengths_kv is not None
     neither = actual_seq_lengths is None and actual_seq_lengths_kv is None
     if layout == "TND":
+        # the requirements carry op-plugin's own words, which callers match on
         checks.expect(actual_seq_lengths is not None, op, "actual_seq_lengths",
-                      "a list of per-batch query lengths for layout TND", "None", ValueError)
+                      "a list of per-batch query lengths (actual_seq_lengths must be "
+                      "specified when q_input_layout is TND)", "None", ValueError)
         checks.expect(actual_seq_lengths_kv is not None, op, "actual_seq_lengths_kv",
-                      "a list of per-batch key/value lengths for layout TND", "None",
-                      ValueError)
+                      "a list of per-batch key/value lengths (actual_seq_lengths_kv must be "
+                      "specified when kv_input_layout is TND)", "None", ValueError)
         q_lens = _lengths(op, "actual_seq_lengths", actual_seq_lengths, None, None)
         kv_lens = _lengths(op, "actual_seq_lengths_kv", actual_seq_lengths_kv, len(q_lens),
                            None)
