@@ -15,19 +15,14 @@ from typing import Optional
 
 import torch
 
-from ... import checks, targets
-from ...targets import Product
+from ... import checks
 from . import fia_inputs as inputs
-from . import full_quant, layouts, tree_mask
-from .problem import UNBOUNDED, AttentionProblem, gather_paged
+from . import fia_strict, full_quant, layouts, tree_mask
+from .problem import AttentionProblem, gather_paged
 
 FLOAT_QUERY = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 KV_QUANT = (torch.int8, torch.int32)            # int32 = eight packed int4 values
 FIA_LAYOUTS = ("BSH", "BSND", "BNSD", "BNSD_BSND", "TND", "NTD", "TND_NTD", "NTD_TND", "NSD")
-# ops-transformer attention/fused_infer_attention_score/README.md lists Ascend 950PR/950DT next
-# to A2/A3 (the torch_npu page predates it); op-plugin's FusedInferAttentionScoreKernelNpuOpApi.cpp
-# calls aclnnFusedInferAttentionScoreV5 on Ascend950, whose page gives the 950 rules below.
-_FIA_PRODUCTS = frozenset({Product.A2, Product.A3, Product.ASCEND_950})
 
 
 @dataclasses.dataclass
@@ -68,84 +63,6 @@ def _dense_kv(op, name, x, q_layout, kv_heads, kv_cum, capacity):
     return layouts.to_bnsd(x, q_layout, kv_heads)
 
 
-def _strict(op: str, query: torch.Tensor, key: torch.Tensor, d: int, heads: int, kv_heads: int,
-            p: dict, decode: bool) -> None:
-    """Per-product rules of the pages (strict mode only).
-
-    FIA v1/v2: Atlas A2, A3 and 950 (:func:`_strict_950`).  PFA: A2, A3 and the Atlas
-    inference series (310P); IFA: A2 and
-    310P (``p["_products"]``).  310P: float16 queries, no pse_shift / output quantization; for
-    PFA also no actual lengths, no GQA, sparse_mode 0 and default tokens.  A2/A3: D <= 512,
-    N <= 256, N / N_kv <= 64; paged block_size a multiple of 128 in [128, 512] on the prompt
-    branch, 16-aligned (32 for int8 KV) and <= 512 on the incremental one; inner_precise 0/1 on
-    the incremental branch.
-    """
-    product = targets.expect_supported(op, p.get("_products", _FIA_PRODUCTS))
-    if product is None:
-        return
-    name = product.value
-    if product == Product.ASCEND_950:
-        _strict_950(op, query, d, p)
-        return
-    # NSD is known only from op-plugin's layout table and its Ascend950 tests.
-    checks.expect(p["input_layout"] != "NSD", op, "input_layout", lambda: f"not NSD on {name}",
-                  "'NSD'", ValueError)
-    if product == Product.ATLAS_INFERENCE:
-        checks.expect_dtype(query, (torch.float16,), op, "query")
-        for arg in ("pse_shift", "quant_scale2"):
-            checks.expect(p[arg] is None, op, arg, f"None on {name}", "a tensor", ValueError)
-        if p.get("_branch") == "prompt":
-            for arg in ("actual_seq_lengths", "actual_seq_lengths_kv"):
-                checks.expect(p[arg] is None, op, arg, f"None on {name}", p[arg], ValueError)
-            checks.expect(p["num_key_value_heads"] == 0, op, "num_key_value_heads",
-                          f"0 on {name}", p["num_key_value_heads"], ValueError)
-            checks.expect(p["sparse_mode"] == 0, op, "sparse_mode", f"0 on {name}",
-                          p["sparse_mode"], ValueError)
-            checks.expect(p["pre_tokens"] == UNBOUNDED, op, "pre_tokens",
-                          f"2147483647 on {name}", p["pre_tokens"], ValueError)
-            checks.expect(p["next_tokens"] in (0, UNBOUNDED), op, "next_tokens",
-                          f"0 or 2147483647 on {name}", p["next_tokens"], ValueError)
-    else:
-        checks.expect_dtype(query, (torch.float16, torch.bfloat16, torch.int8), op, "query")
-    checks.expect(d <= 512, op, "query", lambda: f"D <= 512 on {name}", d, ValueError)
-    checks.expect(heads <= 256, op, "num_heads", lambda: f"N <= 256 on {name}", heads,
-                  ValueError)
-    checks.expect(heads // kv_heads <= 64, op, "num_key_value_heads",
-                  lambda: f"num_heads / num_key_value_heads <= 64 on {name}",
-                  heads // kv_heads, ValueError)
-    if p["block_table"] is not None:
-        bs = p["block_size"]
-        if decode:
-            align = 32 if key.dtype == torch.int8 else 16
-            checks.expect(bs <= 512 and bs % align == 0, op, "block_size",
-                          lambda: f"a multiple of {align} up to 512 on {name}", bs, ValueError)
-        else:
-            checks.expect(128 <= bs <= 512 and bs % 128 == 0, op, "block_size",
-                          lambda: f"a multiple of 128 in [128, 512] on {name} (Q_S > 1)", bs,
-                          ValueError)
-    if decode:
-        checks.expect(p["inner_precise"] in (0, 1), op, "inner_precise",
-                      lambda: f"0 or 1 when Q_S is 1 on {name}", p["inner_precise"], ValueError)
-
-
-def _strict_950(op: str, query: torch.Tensor, d: int, p: dict) -> None:
-    """Ascend 950 rules (ops-transformer ``docs/aclnnFusedInferAttentionScoreV5.md``, common,
-    mask and dequant parameter groups): float16 / bfloat16 (int8) queries, D <= 512, any
-    num_heads / num_key_value_heads ratio (no N <= 256 or ratio <= 64 bound there), a 2-D
-    atten_mask only with sparse_mode 2/3/4, and no legacy antiquant_scale / antiquant_offset
-    (the key_/value_antiquant_* pair instead)."""
-    checks.expect_dtype(query, (torch.float16, torch.bfloat16, torch.int8), op, "query")
-    checks.expect(d <= 512, op, "query", "D <= 512 on 950", d, ValueError)
-    mask = p["atten_mask"]
-    if mask is not None and mask.dim() == 2:
-        checks.expect(p["sparse_mode"] not in (0, 1), op, "sparse_mode",
-                      "2, 3 or 4 with a 2-D atten_mask on 950", p["sparse_mode"], ValueError)
-    for arg in ("antiquant_scale", "antiquant_offset"):
-        checks.expect(p.get(arg) is None, op, arg,
-                      "None on 950 (key_antiquant_* / value_antiquant_* instead)", "a tensor",
-                      ValueError)
-
-
 def parse(op: str, query, key, value, p: dict, *, build: bool):
     """Check the call; with ``build`` return ``(problem, plan)``, else ``(None, plan)``."""
     num_heads = p["num_heads"]
@@ -182,7 +99,7 @@ def parse(op: str, query, key, value, p: dict, *, build: bool):
         checks.expect(all(v <= sq for v in q_lens), op, "actual_seq_lengths",
                       lambda: f"lengths <= Q_S ({sq})", q_lens, ValueError)
     checks.expect_one_of(p["inner_precise"], (0, 1, 2, 3), op, "inner_precise")
-    _strict(op, query, key, d_q, num_heads, kv_heads, p, decode)
+    fia_strict.check(op, query, key, d_q, num_heads, kv_heads, p, decode)
     full_int8 = query.dtype == torch.int8
     full_quant.check(op, query, key, p, decode=decode, paged=paged,
                      rope=p["query_rope"] is not None)
