@@ -142,3 +142,11 @@ def test_tnd_tree_mask_size_is_checked():
         FIA(q, k, k, query_rope=qr, key_rope=kr, atten_mask=torch.zeros(19, dtype=torch.bool),
             sparse_mode=9, num_heads=2, num_key_value_heads=1, input_layout="TND",
             actual_seq_lengths=[2, 6], actual_seq_lengths_kv=[3, 9])
+
+
+def test_strict_950_has_no_tree_mask():
+    (q, k, v), base = _base()
+    with na.strict("950"), pytest.raises(ValueError, match="not 9"):
+        FIA(q.bfloat16(), k.bfloat16(), v.bfloat16(),
+            **{**base, "query_rope": base["query_rope"].bfloat16(),
+               "key_rope": base["key_rope"].bfloat16()})

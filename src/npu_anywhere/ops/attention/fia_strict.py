@@ -125,9 +125,13 @@ def _strict_950(op: str, query: torch.Tensor, d: int, p: dict) -> None:
     mask and dequant parameter groups): float16 / bfloat16 (int8) queries, D <= 512, any
     num_heads / num_key_value_heads ratio (no N <= 256 or ratio <= 64 bound there), a 2-D
     atten_mask only with sparse_mode 2/3/4, and no legacy antiquant_scale / antiquant_offset
-    (the key_/value_antiquant_* pair instead)."""
+    (the key_/value_antiquant_* pair instead).  No tree mask (sparse_mode 9): the tiling
+    rejects it on that architecture (ops-transformer ``fused_infer_attention_score_tiling_info_
+    parser.cpp``, ``GetAttenMaskInfo``: DAV_3510 "does not support sparse9")."""
     checks.expect_dtype(query, (torch.float16, torch.bfloat16, torch.int8), op, "query")
     checks.expect(d <= 512, op, "query", "D <= 512 on 950", d, ValueError)
+    checks.expect(p["sparse_mode"] != 9 or p["atten_mask"] is None, op, "sparse_mode",
+                  "not 9 (treeMask) with an atten_mask on 950", p["sparse_mode"], ValueError)
     mask = p["atten_mask"]
     if mask is not None and mask.dim() == 2:
         checks.expect(p["sparse_mode"] not in (0, 1), op, "sparse_mode",
