@@ -15,7 +15,9 @@ row-major after the blocks of the batches before it.  Restrictions (same page an
 ops-transformer ``attention/fused_infer_attention_score/op_host/checkers/mask_checker.cpp``,
 ``CheckFeatureSparseMode`` / ``GetMaskInfo``): query_rope and key_rope required; no left
 padding, pse_shift, shared prefix or int8 output; ``q_len <= kv_len`` per batch (batches with
-``kv_len == 0`` are exempt); a mask of 3 dims (1 for TND / NTD).
+``kv_len == 0`` are exempt); a mask of 3 dims (1 for TND / NTD).  The v2 page's "GQA伪量化+KV NZ
+格式约束" also lists sparse_mode 9 for a call without rope; the host checker rejects any tree
+mask without query_rope / key_rope, and so do we.
 
 The alignment.  No public kernel source shows the offset at which the kernel reads the tree
 mask; it follows from the host code: the tiling gives sparse_mode 9 the causal band of modes
