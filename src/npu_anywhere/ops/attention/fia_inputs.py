@@ -7,7 +7,8 @@ One function per concern, each following the seed-004 page of the op (parameter 
   lists are cut to B, packed layouts give cumulative ends; with a block table the KV lengths of a
   TND call are per batch, as vllm-ascend passes them);
 - :func:`mask_and_band`: ``atten_mask`` shapes and ``sparse_mode`` 0-4 with ``pre_tokens`` /
-  ``next_tokens``; a decode call (Q_S = 1, no rope) ignores sparse_mode and the tokens;
+  ``next_tokens`` (and FIA's tree mask, sparse_mode 9: ``tree_mask.py``); a decode call
+  (Q_S = 1, no rope) ignores sparse_mode and the tokens;
 - :func:`dequantize_kv`: the KV antiquant modes (``k = (k_int8 + offset) * scale``);
 - :func:`paged_cache`: the three cache layouts ``[nb, bs, H]``, ``[nb, N, bs, D]`` and NZ
   ``[nb, N, D/16, bs, 16]`` as ``[nb, bs, N, D]``.
