@@ -123,3 +123,11 @@ def test_v3_draws_like_v1_after_manual_seed():
     keep = _unpack(gen_mask(q, [b, n, s, s], 1 - kp, 99, 0), b * n * s * s).view(b, n, s, s)
     want = attention(*(q.double(),) * 3, 1.0, keep=keep.double(), keep_prob=kp)[0]
     torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=2e-5)
+
+
+def test_a_64_bit_generator_seed_is_returned_as_its_low_63_bits():
+    q = _rand(1, 1, 3, 4)
+    torch.manual_seed(2 ** 64 - 5)
+    res = na.npu_fusion_attention(q, q, q, 1, "BNSD", keep_prob=0.5)
+    assert res[4:6] == (2 ** 63 - 5, 0)
+    torch.manual_seed(0)

@@ -84,7 +84,8 @@ def test_grad_v3_takes_tensor_seed_and_offset():
     g1 = na.npu_fusion_attention_grad(q, k, v, dy, 2, "BNSD", softmax_max=smax,
                                       softmax_sum=ssum, attention_in=out, keep_prob=0.8,
                                       seed=int(seed), offset=int(offset))
-    for a, b in zip(g3, g1):
+    assert g3[3] is None and g1[3] is None          # no pse: no dpse
+    for a, b in zip(g3[:3] + g3[4:], g1[:3] + g1[4:]):
         assert torch.equal(a, b)
 
 
@@ -97,3 +98,16 @@ def test_bad_length_tensors():
     with pytest.raises(TypeError, match="expected actual_seq_qlen a 1-D integer tensor"):
         na.npu_fusion_attention_v3(q, q, q, 2, "TND", actual_seq_qlen=torch.tensor([2., 5.]),
                                    actual_seq_kvlen=torch.tensor([2, 5]))
+
+
+def test_grad_v3_returns_no_dpse_without_pse_and_dpse_with_it():
+    # op-plugin's npu_fusion_attention_backward_v3: an undefined dpse (None) without pse
+    q = torch.randn(1, 2, 4, 4, dtype=torch.float64)
+    for pse in (None, torch.randn(1, 2, 4, 4, dtype=torch.float64)):
+        out, smax, ssum = na.npu_fusion_attention_v3(q, q, q, 2, "BNSD", pse=pse)[:3]
+        grads = na.npu_fusion_attention_grad_v3(q, q, q, torch.ones_like(out), 2, "BNSD",
+                                                pse=pse, softmax_max=smax, softmax_sum=ssum,
+                                                attention_in=out)
+        assert (grads[3] is None) == (pse is None)
+        assert pse is None or grads[3].shape == pse.shape
+        assert grads[4].shape == (0,) and grads[4].dtype == torch.float32

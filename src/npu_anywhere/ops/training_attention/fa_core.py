@@ -188,6 +188,15 @@ def grad(p: FAProblem, a: dict, seed: int, offset: int, *, use_flash: bool,
     return dq, dk, dv, dpse, dsink
 
 
+def functional_grad(outs: tuple, a: dict) -> tuple:
+    """The functional grad ops' result: dpse is None (an undefined tensor) without pse, as
+    op-plugin's kernel and meta function return it; dsink stays an empty float32 ``[0]``.
+    (The ``.out`` overloads keep their written dpse.)"""
+    if a["pse"] is None:
+        return (*outs[:3], None, *outs[4:])
+    return outs
+
+
 def fake_forward(p: FAProblem, a: dict):
     query = a["query"]
     total_q = query.shape[0] if p.packed else 0

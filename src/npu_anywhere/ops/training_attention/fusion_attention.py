@@ -92,8 +92,10 @@ def draw_seed(a: dict) -> tuple[int, int]:
     if a["seed"] != 0 or a["offset"] != 0 or a["dropout_mask"] is not None:
         return int(a["seed"]), int(a["offset"])
     gen = _generator(a["query"].device)
-    seed = gen.initial_seed()
-    fresh = torch.equal(gen.get_state(), _fresh_state(gen.device, seed))
+    initial = gen.initial_seed()
+    fresh = torch.equal(gen.get_state(), _fresh_state(gen.device, initial))
+    # an int64 in the schema: a random (torch.seed()) 64-bit seed keeps its low 63 bits
+    seed = initial & ((1 << 63) - 1)
     offset = int(torch.randint(1, 2 ** 31 - 1, (1,), generator=gen, device=gen.device).item())
     return seed, 0 if fresh else offset
 
@@ -186,8 +188,9 @@ def _grad(query, key, value, dy, head_num, input_layout, kwargs, use_flash: bool
           tiled: bool):
     a = grad_args(query, key, value, dy, head_num, input_layout, kwargs)
     p = fa_core.check_grad(GRAD_OP, a)
-    return fa_core.grad(p, a, int(a["seed"]), int(a["offset"]), use_flash=use_flash,
-                        tiled=tiled)
+    return fa_core.functional_grad(
+        fa_core.grad(p, a, int(a["seed"]), int(a["offset"]), use_flash=use_flash, tiled=tiled),
+        a)
 
 
 def fusion_attention_grad_reference(query, key, value, dy, head_num, input_layout, **kwargs):
@@ -197,7 +200,7 @@ def fusion_attention_grad_reference(query, key, value, dy, head_num, input_layou
 
 def _fusion_attention_grad_fake(query, key, value, dy, head_num, input_layout, **kwargs):
     a = grad_args(query, key, value, dy, head_num, input_layout, kwargs)
-    return fa_core.fake_grad(fa_core.check_grad(GRAD_OP, a), a)
+    return fa_core.functional_grad(fa_core.fake_grad(fa_core.check_grad(GRAD_OP, a), a), a)
 
 
 def _flash_grad(query, key, value, dy, head_num, input_layout, **kwargs):
@@ -253,7 +256,8 @@ def check_fusion_attention_grad_dropout_mask(query, key, value, dy, head_num, in
 def _mask_grad(query, key, value, dy, head_num, input_layout, dropout_mask, kwargs, tiled):
     a = _mask_grad_args(query, key, value, dy, head_num, input_layout, dropout_mask, kwargs)
     p = fa_core.check_grad(MASK_GRAD_OP, a)
-    return fa_core.grad(p, a, int(a["seed"]), int(a["offset"]), use_flash=False, tiled=tiled)
+    return fa_core.functional_grad(
+        fa_core.grad(p, a, int(a["seed"]), int(a["offset"]), use_flash=False, tiled=tiled), a)
 
 
 def fusion_attention_grad_dropout_mask_reference(query, key, value, dy, head_num, input_layout,
@@ -267,7 +271,8 @@ def fusion_attention_grad_dropout_mask_reference(query, key, value, dy, head_num
 def _fusion_attention_grad_dropout_mask_fake(query, key, value, dy, head_num, input_layout,
                                              dropout_mask, **kwargs):
     a = _mask_grad_args(query, key, value, dy, head_num, input_layout, dropout_mask, kwargs)
-    return fa_core.fake_grad(fa_core.check_grad(MASK_GRAD_OP, a), a)
+    return fa_core.functional_grad(fa_core.fake_grad(fa_core.check_grad(MASK_GRAD_OP, a), a),
+                                   a)
 
 
 def _tiled_mask_grad(query, key, value, dy, head_num, input_layout, dropout_mask, **kwargs):
@@ -483,8 +488,9 @@ def npu_fusion_attention_grad(query, key, value, dy, head_num, input_layout, *, 
     merged result with one KV chunk's key / value: the chunk's share of dq and its dk, dv come
     out.  ``seed`` / ``offset`` (from the forward) regenerate its keep-mask.
 
-    Returns ``(dq, dk, dv, dpse, dsink)``: the shapes of query, key, value, pse and sink (empty
-    ``[0]`` tensors when pse / sink are absent).
+    Returns ``(dq, dk, dv, dpse, dsink)``: the shapes of query, key, value, pse and sink; dpse
+    is None without pse and dsink an empty float32 ``[0]`` without sink, as op-plugin returns
+    them.
     """
     pre_tockens, next_tockens = take_token_aliases(GRAD_OP, kwargs, pre_tockens, next_tockens)
     return fusion_attention_grad_op(

@@ -155,7 +155,8 @@ def check_fusion_attention_grad_v3(query, key, value, dy, head_num, input_layout
 def _run_grad(query, key, value, dy, head_num, input_layout, kwargs, use_flash: bool):
     a = _grad_args(query, key, value, dy, head_num, input_layout, kwargs)
     p = fa_core.check_grad(GRAD_OP, a, _lengths(a))
-    return fa_core.grad(p, a, _scalar(a["seed"]), _scalar(a["offset"]), use_flash=use_flash)
+    return fa_core.functional_grad(
+        fa_core.grad(p, a, _scalar(a["seed"]), _scalar(a["offset"]), use_flash=use_flash), a)
 
 
 def fusion_attention_grad_v3_reference(query, key, value, dy, head_num, input_layout, **kwargs):
@@ -173,7 +174,8 @@ def _flash_grad_supports(query, key, value, dy, head_num, input_layout, **kwargs
 
 def _grad_fake(query, key, value, dy, head_num, input_layout, **kwargs):
     a = _grad_args(query, key, value, dy, head_num, input_layout, kwargs)
-    return fa_core.fake_grad(fa_core.check_grad(GRAD_OP, a, _lengths(a)), a)
+    return fa_core.functional_grad(fa_core.fake_grad(fa_core.check_grad(GRAD_OP, a, _lengths(a)),
+                                                     a), a)
 
 
 fusion_attention_v3_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_fusion_attention_v3,
@@ -292,7 +294,8 @@ def _check_written(op, outs: dict, expected, reserved=()) -> None:
 
 def _write(outs: dict, results) -> None:
     for t, r in zip(outs.values(), results):
-        if tuple(t.shape) == tuple(r.shape):      # a reserved output of another shape: unwritten
+        # a reserved output of another shape, or an absent result (dpse without pse): unwritten
+        if r is not None and tuple(t.shape) == tuple(r.shape):
             t.copy_(r)
 
 
