@@ -1,6 +1,6 @@
 """Strict mode's head-dim rules of the inference-attention ops on Atlas A2 / A3 (seed 004
-约束说明; int4 from op-plugin's newer v2 page): 16 / 32 / 64 alignment of D on the prompt branch,
-N * D < 65535 for BSH / BSND, int4 KV and pse_shift on the decode branch, MLA rope dims."""
+约束说明; int4 from op-plugin's newer pages): 16 / 32 / 64 alignment of D on the prompt branch
+(32 also for an int8 output), int4 KV and pse_shift on the decode branch, MLA rope dims."""
 
 from __future__ import annotations
 
@@ -37,13 +37,14 @@ def test_prompt_d_alignment_by_input_dtype():
                 key_antiquant_scale=torch.ones(1), value_antiquant_scale=torch.ones(1))
 
 
-def test_prompt_hidden_size_limit_for_bsh_and_bsnd():
+def test_prompt_int8_output_needs_32_alignment():
     with na.strict("A2"):
-        with pytest.raises(ValueError, match="N \\* D < 65535 for BSH"):
-            FIA(h(1, 2, 65536), h(1, 2, 1024), h(1, 2, 1024), num_heads=128,
-                num_key_value_heads=2)
-        FIA(h(1, 128, 2, 512), h(1, 2, 2, 512), h(1, 2, 2, 512), num_heads=128,
-            num_key_value_heads=2, input_layout="BNSD")        # BNSD has no such limit
+        with pytest.raises(ValueError, match="D a multiple of 32 on A2"):
+            FIA(h(1, 1, 2, 48), h(1, 1, 3, 48), h(1, 1, 3, 48), num_heads=1,
+                input_layout="BNSD", quant_scale2=torch.ones(1))
+        out, _ = FIA(h(1, 1, 2, 64), h(1, 1, 3, 64), h(1, 1, 3, 64), num_heads=1,
+                     input_layout="BNSD", quant_scale2=torch.ones(1))
+        assert out.dtype == torch.int8
 
 
 def test_decode_int4_and_pse_rules():
@@ -60,19 +61,20 @@ def test_decode_int4_and_pse_rules():
 
 
 def test_mla_rope_dims_in_eager_and_fake():
-    q, k = h(1, 2, 2, 128), h(1, 3, 1, 128)                 # BSND, D 128 (v1 needs 512)
+    q, k = h(1, 2, 2, 256), h(1, 3, 1, 256)                 # BSND, D 256: neither 512 nor 128
     kw = dict(query_rope=h(1, 2, 2, 64), key_rope=h(1, 3, 1, 64), num_heads=2,
               num_key_value_heads=1, input_layout="BSND")
     with na.strict("A2"):
-        with pytest.raises(ValueError, match=r"D in \[512\] with query_rope"):
+        with pytest.raises(ValueError, match=r"D in \[512, 128\] with query_rope"):
             FIA(q, k, k, **kw)
         with FakeTensorMode() as mode:
             fkw = {n: mode.from_tensor(t) if isinstance(t, torch.Tensor) else t
                    for n, t in kw.items()}
-            with pytest.raises(ValueError, match=r"D in \[512\] with query_rope"):
+            with pytest.raises(ValueError, match=r"D in \[512, 128\] with query_rope"):
                 NPU.npu_fused_infer_attention_score(mode.from_tensor(q), mode.from_tensor(k),
                                                     mode.from_tensor(k), **fkw)
-        # v2 also takes D 128 with rope (its MLA section), but the rope part is D 64 there too.
+        # D 128 with a D-64 rope part is an MLA form of the newer pages; a D-32 rope is not.
+        q, k = h(1, 2, 2, 128), h(1, 3, 1, 128)
         na.npu_fused_infer_attention_score_v2(
             q, k, k, query_rope=kw["query_rope"], key_rope=kw["key_rope"], num_query_heads=2,
             num_key_value_heads=1, input_layout="BSND")

@@ -82,17 +82,21 @@ def check(op: str, query: torch.Tensor, key: torch.Tensor, d: int, heads: int, k
 def _strict_head_dim(op: str, name: str, query: torch.Tensor, key: torch.Tensor, d: int,
                      kv_heads: int, p: dict, decode: bool) -> None:
     """The A2 / A3 head-dim rules (seed 004 FIA / PFA / IFA 约束说明; op-plugin
-    ``torch_npu-npu_fused_infer_attention_score_v2.md`` "D轴限制" for int4):
+    ``torch_npu-npu_fused_infer_attention_score.md`` / ``..._v2.md`` "D轴限制" for int4):
 
-    - Q_S > 1: D a multiple of 16 when query, key and value are all float16 / bfloat16, of 32
-      when any of them is int8, of 64 with int4 (int32-packed) KV; H = N * D < 65535 for the
-      BSH / BSND layouts;
+    - Q_S > 1: D a multiple of 16 elements, of 32 when int8 is involved (query, key / value or
+      the output: ops-transformer ``fused_infer_attention_score_tiling.cpp``, "D should be 32
+      elements aligned when int8 is involved"), of 64 with int4 (int32-packed) KV;
     - Q_S = 1: int4 KV only with D a multiple of 64; pse_shift only with D a multiple of 16;
-    - MLA (query_rope): query D 512 (v2 also 128), rope D 64, one KV head when D is 512.
+    - MLA (query_rope): query D 512 or 128 (the newer pages), rope D 64, one KV head when D
+      is 512.
+
+    The seed's "N * D < 65535 for BSH / BSND" is a recommendation on the newer pages and is not
+    enforced.
     """
     int4 = key.dtype == torch.int32
     if p["query_rope"] is not None:
-        allowed = (512, 128) if op.endswith("_v2") else (512,)
+        allowed = (512, 128)
         checks.expect(d in allowed, op, "query",
                       lambda: f"D in {list(allowed)} with query_rope on {name}", d, ValueError)
         d_rope = p["query_rope"].shape[-1]
@@ -110,14 +114,10 @@ def _strict_head_dim(op: str, name: str, query: torch.Tensor, key: torch.Tensor,
             checks.expect(d % 16 == 0, op, "pse_shift",
                           lambda: f"None unless D is a multiple of 16 on {name}", d, ValueError)
         return
-    align = 64 if int4 else 32 if torch.int8 in (query.dtype, key.dtype) else 16
+    int8 = torch.int8 in (query.dtype, key.dtype) or p["quant_scale2"] is not None
+    align = 64 if int4 else 32 if int8 else 16
     checks.expect(d % align == 0, op, "query",
                   lambda: f"D a multiple of {align} on {name} (Q_S > 1)", d, ValueError)
-    if p["input_layout"].split("_")[0] in ("BSH", "BSND"):
-        hidden = p["num_heads"] * d
-        checks.expect(hidden < 65535, op, "query",
-                      lambda: f"N * D < 65535 for {p['input_layout']} on {name} (Q_S > 1)",
-                      hidden, ValueError)
 
 
 def _strict_950(op: str, query: torch.Tensor, d: int, p: dict) -> None:
