@@ -112,8 +112,39 @@ def _dropout_rows(dropout: Dropout, shape, i0, i1, device, ct, reverse):
     return z.flip(2) if reverse else z
 
 
+def _tile_softmax_(s: torch.Tensor, tile_max: torch.Tensor, arg: torch.Tensor,
+                   at_max: torch.Tensor) -> None:
+    """Normalize each row of ``s`` in place; ``tile_max`` gets its max and ``at_max`` the
+    normalized value at its argmax, ``exp(0) / sum exp(s - max)`` (one rounding), from
+    which the row's exp-sum is read back.
+
+    torch's softmax kernel does the max, exp and sum of a row while it sits in cache: one
+    pass over the tile instead of four (amax, subtract, exp, sum).  Rows with nothing
+    visible come out NaN; :func:`_merge_tiles` drops them."""
+    torch.max(s, -1, keepdim=True, out=(tile_max.unsqueeze(-1), arg))
+    torch.ops.aten._softmax.out(s, -1, False, out=s)
+    torch.gather(s, -1, arg, out=at_max.unsqueeze(-1))
+
+
+def _merge_tiles(maxes, at_max, pvs):
+    """The recurrence of the module docstring done once per row block: ``(m, l, acc)`` from
+    each visible tile's row max ``[T, ...]``, normalized value at the max and normalized
+    product ``P_t v_t`` ``[T, ..., Dv]`` (weights ``l_t exp(m_t - m)``)."""
+    m = maxes.amax(dim=0)
+    unseen = maxes == float("-inf")
+    weight = torch.exp(maxes - _finite(m)).div_(at_max).masked_fill_(unseen, 0.0)
+    l = weight.sum(dim=0)
+    acc = pvs.masked_fill_(unseen.unsqueeze(-1), 0.0).mul_(weight.unsqueeze(-1)).sum(dim=0)
+    return m, l, acc
+
+
 def forward(q, k, v, *, scale: float, pse, sink, plan: MaskPlan, dropout: Dropout):
-    """``(out [B,N,Sq,Dv], m [B,N,Sq], l [B,N,Sq])`` in the compute dtype."""
+    """``(out [B,N,Sq,Dv], m [B,N,Sq], l [B,N,Sq])`` in the compute dtype.
+
+    Each visible tile is normalized on its own and its product ``P_t v_t`` kept; a block's
+    tiles are merged at its end (or whenever a tile-sized buffer of products is full), so the
+    per-tile work is a handful of large calls: on a busy CPU every call may wait for the
+    worker threads, whatever its size."""
     ct = compute_dtype(q.dtype)
     b, n, sq, _ = q.shape
     q, k, v = q.to(ct), _expand_kv(k.to(ct), n), _expand_kv(v.to(ct), n)
@@ -121,39 +152,43 @@ def forward(q, k, v, *, scale: float, pse, sink, plan: MaskPlan, dropout: Dropou
     out = q.new_empty(b, n, sq, dv)
     m_all, l_all = q.new_empty(b, n, sq), q.new_empty(b, n, sq)
     queries = _Rows(q * scale)
-    scratch = _Scratch(q)
+    scratch, stats, products = _Scratch(q), _Scratch(q), _Scratch(q)
     rows, cols = _tiles(b, n, sq, skv)
     for i0, i1 in _row_blocks(sq, rows, pse):
+        r = i1 - i0
         reverse = pse is not None and pse.reads_diagonals(i0, i1)
         q_blk = queries.block(i0, i1, reverse)
         z = _dropout_rows(dropout, (b, n, skv), i0, i1, q.device, ct, reverse)
-        m = l = acc = None
-        for j0 in range(0, skv, cols):
-            j1 = min(skv, j0 + cols)
-            masked = plan.tile(i0, i1, j0, j1)
-            if masked is ALL:
-                continue
-            s = _tile_scores(scratch, q_blk, k[:, :, j0:j1], pse, scale, masked, i0, i1, j0,
-                             j1, reverse)
-            tile_max = s.amax(dim=-1)
-            m_new = tile_max if m is None else torch.maximum(m, tile_max)
-            offset = _finite(m_new)
-            p = s.sub_(offset.unsqueeze(-1)).exp_()
-            l_tile = p.sum(dim=-1)                  # before dropout: l normalizes P itself
-            if z is not None:
-                p.mul_(z[..., j0:j1])
-            pv = torch.matmul(p, v[:, :, j0:j1])
-            if m is None:                 # the first visible tile: nothing to rescale yet
-                l, acc = l_tile, pv
-            else:
-                alpha = torch.exp(m - offset)
-                l = l.mul_(alpha).add_(l_tile)
-                acc.mul_(alpha.unsqueeze(-1)).add_(pv)
-            m = m_new
-        if m is None:                     # every key of these rows is masked
-            m = q.new_full((b, n, i1 - i0), float("-inf"))
-            l = q.new_zeros(b, n, i1 - i0)
-            acc = q.new_zeros(b, n, i1 - i0, dv)
+        tiles = [(j0, min(skv, j0 + cols)) for j0 in range(0, skv, cols)]
+        tiles = [(j0, j1, masked) for j0, j1 in tiles
+                 for masked in [plan.tile(i0, i1, j0, j1)] if masked is not ALL]
+        if tiles:
+            # slots of products merged at once: bounded like a score tile, so memory stays
+            # independent of Skv; a full set is merged and its result kept as slot 0
+            group = min(len(tiles), max(2, TILE_BUDGET // max(1, b * n * r * dv)))
+            st = stats.get(2, group, b, n, r)
+            maxes, at_max = st[0], st[1]
+            arg = torch.empty(b, n, r, 1, dtype=torch.long, device=q.device)
+            pvs = products.get(group, b, n, r, dv)
+            slot = 0
+            for j0, j1, masked in tiles:
+                if slot == group:
+                    m, l, acc = _merge_tiles(maxes, at_max, pvs)
+                    maxes[0], at_max[0] = m, l.reciprocal()
+                    pvs[0] = acc.mul_(_inverse(l).unsqueeze(-1))
+                    slot = 1
+                s = _tile_scores(scratch, q_blk, k[:, :, j0:j1], pse, scale, masked, i0, i1,
+                                 j0, j1, reverse)
+                _tile_softmax_(s, maxes[slot], arg, at_max[slot])
+                if z is not None:         # l normalizes P before dropout
+                    s.mul_(z[..., j0:j1])
+                torch.matmul(s, v[:, :, j0:j1], out=pvs[slot])
+                slot += 1
+            m, l, acc = _merge_tiles(maxes[:slot], at_max[:slot], pvs[:slot])
+        else:                             # every key of these rows is masked
+            m = q.new_full((b, n, r), float("-inf"))
+            l = q.new_zeros(b, n, r)
+            acc = q.new_zeros(b, n, r, dv)
         if sink is not None:
             col = sink.to(ct).view(1, n, 1).expand_as(m)
             m_new = torch.maximum(m, col)
@@ -196,8 +231,10 @@ def backward(q, k, v, dy, out, m, l, *, scale: float, pse, sink, plan: MaskPlan,
     dsink = None if sink is None else torch.zeros(n, dtype=ct, device=q.device)
     big_d = (dy * out).sum(dim=-1, keepdim=True)            # [B, N, Sq, 1]
     queries, grads = _Rows(q * scale), _Rows(dy.contiguous())
-    offsets = _Rows(_finite(m).unsqueeze(-1))
-    inverses = _Rows(_inverse(l).unsqueeze(-1))
+    # P = exp(s - m) / l as exp(s - (m + log l)): one pass fewer per tile; +inf for rows
+    # that saw nothing (P = 0 there)
+    lse = torch.where(l > 0, _finite(m) + torch.log(l), torch.full_like(l, float("inf")))
+    row_lse = _Rows(lse.unsqueeze(-1))
     rows_d = _Rows(big_d)
     scores, dp_buf = _Scratch(q), _Scratch(q)
     rows, cols = _tiles(b, n, sq, skv)
@@ -205,8 +242,7 @@ def backward(q, k, v, dy, out, m, l, *, scale: float, pse, sink, plan: MaskPlan,
         reverse = pse is not None and pse.reads_diagonals(i0, i1)
         q_blk, dy_blk = queries.block(i0, i1, reverse), grads.block(i0, i1, reverse)
         d_blk = rows_d.block(i0, i1, reverse)
-        offset = offsets.block(i0, i1, reverse)
-        inv = inverses.block(i0, i1, reverse)
+        lse_blk = row_lse.block(i0, i1, reverse)
         z = _dropout_rows(dropout, (b, n, skv), i0, i1, q.device, ct, reverse)
         dq_blk = torch.zeros(b, n, i1 - i0, q.shape[-1], dtype=ct, device=q.device)
         for j0 in range(0, skv, cols):
@@ -217,7 +253,7 @@ def backward(q, k, v, dy, out, m, l, *, scale: float, pse, sink, plan: MaskPlan,
             k_blk, v_blk = k[:, :, j0:j1], v[:, :, j0:j1]
             s = _tile_scores(scores, q_blk, k_blk, pse, scale, masked, i0, i1, j0, j1,
                              reverse)
-            p = s.sub_(offset).exp_().mul_(inv)
+            p = s.sub_(lse_blk).exp_()
             dp = torch.matmul(dy_blk, v_blk.transpose(-1, -2),
                               out=dp_buf.get(b, n, i1 - i0, j1 - j0))
             dv_tile = _flat(dv[:, :, j0:j1])
@@ -238,7 +274,7 @@ def backward(q, k, v, dy, out, m, l, *, scale: float, pse, sink, plan: MaskPlan,
         dq_blk.mul_(scale)
         dq[:, :, i0:i1] = dq_blk.flip(2) if reverse else dq_blk
         if dsink is not None:
-            p_sink = torch.exp(sink.to(ct).view(1, n, 1, 1) - offset) * inv
+            p_sink = torch.exp(sink.to(ct).view(1, n, 1, 1) - lse_blk)
             dsink -= (p_sink * d_blk).sum(dim=(0, 2, 3))
     if kv_heads != n:
         dk = dk.view(b, kv_heads, n // kv_heads, skv, -1).sum(dim=2)
