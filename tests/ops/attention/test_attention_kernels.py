@@ -25,7 +25,8 @@ import math
 import pytest
 import torch
 
-from npu_anywhere.kernels.attention import dense, dense_attention, online, paged, paged_attention
+from npu_anywhere.kernels.attention import (cpu_decode, dense, dense_attention, online, paged,
+                                            paged_attention)
 from npu_anywhere.ops.attention.problem import UNBOUNDED, AttentionProblem
 
 ATOL = RTOL = 2e-5
@@ -289,9 +290,11 @@ def test_paged_groups_batches(monkeypatch):
 
 
 @pytest.mark.slow
-def test_paged_decode_compiled_path():
-    """The fused decode (compiled once hot) against the golden, with ragged lengths."""
+def test_paged_decode_compiled_path(monkeypatch):
+    """The Inductor-fused decode (compiled once hot; what runs off the CPU) against the golden,
+    with ragged lengths."""
     from npu_anywhere.kernels.compiled import compiling_after
+    monkeypatch.setattr(cpu_decode, "supports", lambda *args: "held off for this test")
     p = paged_problem([9, 1, 0, 16, 5], n_kv=2, dtype=torch.bfloat16, seed=11)
     args = paged._decode_args(p)
     assert isinstance(args, tuple)
@@ -303,6 +306,100 @@ def test_paged_decode_compiled_path():
     masked = paged_problem([9, 4], seed=12)
     masked.mask = torch.zeros(2, 1, 1, masked.kv_capacity, dtype=torch.bool)
     assert paged._decode_args(masked) == "a mask or pse"
+
+
+# -- the CPU decode loop nest ------------------------------------------------------------------
+
+@pytest.fixture
+def built_cpu_decode():
+    """The CPU decode kernel built (once per process; the suite otherwise never compiles)."""
+    from npu_anywhere.kernels.compiled import compiling_after
+    with compiling_after(0):
+        p = paged_problem([3], dtype=torch.float32)
+        reason = cpu_decode.supports(*paged._decode_args(p))
+        if reason is not None and "build failure" in reason:
+            pytest.skip(f"no C++ toolchain: {reason}")
+        assert reason is None
+        yield
+
+
+def _spy_cpu_decode(monkeypatch) -> list:
+    calls = []
+    real = cpu_decode.decode
+    monkeypatch.setattr(cpu_decode, "decode", lambda *a: calls.append(a) or real(*a))
+    return calls
+
+
+# (n_q, n_kv, head dim, value head dim, block size): GQA groups of 2, 3 (a partial register
+# tile), 10 (tiles 4 + 4 + 2) and 1; head dims shorter than a vector, not a multiple of one,
+# and a value width of its own.
+CPU_DECODE_SHAPES = [(4, 2, 16, 16, 4), (3, 1, 20, 12, 5), (20, 2, 40, 72, 3), (4, 4, 33, 33, 8)]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("shape", CPU_DECODE_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_cpu_decode_against_golden(built_cpu_decode, monkeypatch, dtype, shape):
+    """Ragged lengths (one empty sequence, one three blocks and a token long, partial last
+    blocks), padding ids past each length, blocks scattered, a strided query view, through
+    paged_attention."""
+    from dataclasses import replace
+    n_q, n_kv, d, dv, bs = shape
+    p = paged_problem([9, 1, 0, 3 * bs + 1, 5, 4 * bs], n_q=n_q, n_kv=n_kv, d=d, bs=bs,
+                      dtype=dtype, seed=d)
+    g = torch.Generator().manual_seed(dv)
+    value_cache = torch.randn(*p.value_cache.shape[:3], dv, generator=g).to(dtype)
+    wide = torch.zeros(*p.query.shape[:3], d + 3, dtype=dtype)
+    wide[..., 1:d + 1] = p.query
+    query = wide[..., 1:d + 1]                                      # a strided view
+    p = replace(p, value_cache=value_cache, query=query)
+    calls = _spy_cpu_decode(monkeypatch)
+    check(p, paged_attention)
+    assert calls, "the CPU decode kernel did not run"
+
+
+def test_cpu_decode_one_sequence_splits_heads(built_cpu_decode, monkeypatch):
+    """Fewer batches than threads: the heads of a sequence are spread over tasks (partial
+    cache rows), same answer."""
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 8)
+    assert cpu_decode._head_split(1, 4) == 1 and cpu_decode._head_split(16, 4) == 4
+    p = paged_problem([37], n_q=8, n_kv=4, d=24, bs=8, dtype=torch.bfloat16, seed=21)
+    calls = _spy_cpu_decode(monkeypatch)
+    check(p, paged_attention)
+    assert calls
+
+
+def test_cpu_decode_declines_what_it_does_not_read():
+    p = paged_problem([5, 2], dtype=torch.bfloat16)
+    q, k, v, table, lens, scale, rounding = paged._decode_args(p)
+    assert "float32" in cpu_decode.supports(q.double(), k, v, table, lens, scale, rounding)
+    assert "cache dtype" in cpu_decode.supports(q, k, v.float(), table, lens, scale, rounding)
+    assert "non-contiguous" in cpu_decode.supports(q, k.transpose(1, 2), v, table, lens, scale,
+                                                   rounding)
+
+
+def test_cpu_decode_tiering_and_build_failure(monkeypatch):
+    """Built on the compiled provider's schedule; a failed build turns the kernel off and
+    paged_attention answers from the chunked engine."""
+    from npu_anywhere.kernels.compiled import compiling_after
+    builds = []
+
+    def failing_build():
+        builds.append(1)
+        raise RuntimeError("no compiler here")
+
+    kernel = cpu_decode._Kernel(failing_build)
+    with compiling_after(None):
+        assert "never" in kernel.ready("k")
+    with compiling_after(2):
+        assert "not hot" in kernel.ready("k") and "not hot" in kernel.ready("k")
+        assert not builds
+        assert "no compiler here" in kernel.ready("k") and builds == [1]
+        assert "build failure" in kernel.ready("other key") and builds == [1]
+    monkeypatch.setattr(cpu_decode, "_kernel", kernel)
+    monkeypatch.setattr(paged, "_compiled_decode",
+                        type("Off", (), {"supports": lambda self, *a: "off"})())
+    with compiling_after(0):
+        check(paged_problem([6, 3], dtype=torch.float16, seed=3), paged_attention)
 
 
 # -- probabilities rounded to the input dtype before P @ V -----------------------------------
@@ -331,8 +428,8 @@ def _rounding_problem(dtype, paged_kv: bool) -> AttentionProblem:
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("solver", ["reference", "dense", "paged", "decode_core"])
-def test_probabilities_rounding_exact(solver, dtype, monkeypatch):
+@pytest.mark.parametrize("solver", ["reference", "dense", "paged", "decode_core", "cpu_decode"])
+def test_probabilities_rounding_exact(solver, dtype, monkeypatch, request):
     """``out = sum_j round(e_j) v_j / sum_j e_j`` with ``e_j = exp(s_j - max)`` (kernel's cast of
     the probabilities to the input dtype, the row sum taken before it).  The dense solver is
     held to its tiled engine: the flash kernel run in bf16 / fp16 rounds its output too, which
@@ -350,7 +447,7 @@ def test_probabilities_rounding_exact(solver, dtype, monkeypatch):
     rounded = (e.to(dtype).double() @ v) / e.sum()
     plain = (e @ v) / e.sum()
     assert abs(rounded - plain) > 1e-4              # the check below can tell them apart
-    p = _rounding_problem(dtype, paged_kv=solver in ("paged", "decode_core"))
+    p = _rounding_problem(dtype, paged_kv=solver in ("paged", "decode_core", "cpu_decode"))
     if solver == "reference":
         out, _ = reference_attention(p)
     elif solver == "dense":
@@ -360,7 +457,12 @@ def test_probabilities_rounding_exact(solver, dtype, monkeypatch):
     else:
         args = paged._decode_args(p)
         assert args[-1] == dtype
-        out, _ = paged.decode_core(*args)
+        if solver == "cpu_decode":
+            request.getfixturevalue("built_cpu_decode")
+            assert cpu_decode.supports(*args) is None
+            out, _ = cpu_decode.decode(*args)
+        else:
+            out, _ = paged.decode_core(*args)
     torch.testing.assert_close(out.double().reshape(-1), rounded.expand(4), atol=2e-6, rtol=0)
 
 

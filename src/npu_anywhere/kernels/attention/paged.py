@@ -14,9 +14,10 @@ length; block ids past a sequence's length are never read except to fill a partl
 The same path serves decode (``Sq = 1``) and chunked prefill (TND queries over a paged cache with
 the bottom-right causal band), and every mask / pse / band the problem can carry.
 
-One-token decode without mask or pse has a second, fused path once it is hot
-(:func:`decode_core` through ``kernels/compiled.py``'s tiering): Inductor indexes the block table
-inside its loops, so the cache is read once in place with no gather buffer at all.
+One-token decode without mask or pse has a fused path once it is hot (the tiering of
+``kernels/compiled.py``): on the CPU a C++ loop nest (:mod:`.cpu_decode`) that reads each cached
+token row once, in place; elsewhere :func:`decode_core` compiled by Inductor, which indexes the
+block table inside its loops.  Neither writes a gathered copy of the cache.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import torch
 
 from ..compiled import CompiledProvider
 from ...ops.attention.problem import AttentionProblem, probs_dtype
-from . import online
+from . import cpu_decode, online
 
 CHUNK_BYTES = 16 * 2**20
 """Target size of one gathered float32 key chunk: large enough that the per-chunk op count
@@ -182,12 +183,22 @@ def _decode_args(problem: AttentionProblem):
             probs_dtype(problem))
 
 
+def _fused_decode(args):
+    """``(out, lse)`` of :func:`decode_core`'s arguments from the fastest fused kernel that is
+    ready: the CPU loop nest (:mod:`.cpu_decode`), else Inductor's; None when neither is."""
+    if cpu_decode.supports(*args) is None:
+        return cpu_decode.decode(*args)
+    if _compiled_decode.supports(*args) is not None:
+        return None
+    return _compiled_decode.run(*args)            # None when compilation failed (now off)
+
+
 def _try_compiled_decode(problem: AttentionProblem):
     args = _decode_args(problem)
-    if isinstance(args, str) or _compiled_decode.supports(*args) is not None:
+    if isinstance(args, str):
         return None
-    result = _compiled_decode.run(*args)
-    if result is None:                            # compilation failed: the provider is off now
+    result = _fused_decode(args)
+    if result is None:
         return None
     out, lse = result
     b, n_q = problem.query.shape[:2]
@@ -201,9 +212,10 @@ def _try_compiled_decode(problem: AttentionProblem):
 def paged_attention(problem: AttentionProblem) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
     """``(out [B, Nq, Sq, Dv], lse [B, Nq, Sq] or None)`` of a paged-KV problem.
 
-    One-token decode without mask / pse runs :func:`decode_core` compiled once it is hot (the
-    tiering of ``kernels/compiled.py``: ``NPU_ANYWHERE_COMPILE_AFTER`` calls of one shape); every
-    other call, and decode before that, runs the chunked online-softmax engine.
+    One-token decode without mask / pse runs a fused kernel once it is hot (the tiering of
+    ``kernels/compiled.py``: ``NPU_ANYWHERE_COMPILE_AFTER`` calls of one shape): on the CPU
+    :mod:`.cpu_decode`, elsewhere :func:`decode_core` compiled; every other call, and decode
+    before that, runs the chunked online-softmax engine.
     """
     fused = _try_compiled_decode(problem)
     if fused is not None:
