@@ -14,7 +14,7 @@ import torch
 from ... import checks, dtypes, targets
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
-from . import grouping, swiglu_quant_int4
+from . import grouping, swiglu_quant_int4, swiglu_quant_mx
 from .swiglu_quant_core import a8w8_dequant, int4_dequant, swiglu_quant
 
 OP = "npu_grouped_matmul_swiglu_quant"
@@ -110,31 +110,63 @@ def check_swiglu_quant_v2(x, weight, weight_scale, x_scale, group_list, *, smoot
                           weight_scale_dtype=None, x_scale_dtype=None):
     op = OP_V2
     targets.expect_supported(op, _SUPPORTED_V2)
-    for name, value in (("x_dtype", x_dtype), ("weight_dtype", weight_dtype),
-                        ("weight_scale_dtype", weight_scale_dtype),
-                        ("x_scale_dtype", x_scale_dtype)):
+    glt = 0 if group_list_type is None else group_list_type
+    checks.expect(glt in (0, 1), op, "group_list_type", "0 (cumsum) or 1 (counts)",
+                  repr(group_list_type), ValueError)
+    if swiglu_quant_mx.is_mx(x, weight_scale_dtype, x_scale_dtype, quant_mode, dequant_mode):
+        e = swiglu_quant_mx.check(op, x, weight, weight_scale, x_scale, quant_dtype, quant_mode,
+                                  dequant_mode, x_dtype, weight_dtype, weight_scale_dtype,
+                                  x_scale_dtype)
+        _check_group_list(op, x, group_list, glt, e)
+        for name, value in (("smooth_scale", smooth_scale),
+                            ("weight_assist_matrix", weight_assist_matrix)):
+            checks.expect(value is None, op, name, "None in the MX form", "a value",
+                          ValueError)
+    else:
+        _check_v2_integer(op, x, weight, weight_scale, x_scale, group_list, glt, smooth_scale,
+                          weight_assist_matrix, dequant_mode, quant_mode, quant_dtype,
+                          (x_dtype, weight_dtype, weight_scale_dtype, x_scale_dtype))
+    checks.expect(bias is None, op, "bias", "None (only the default is supported)",
+                  "a tensor", ValueError)
+    # 0 is the A2/A3 doc's float32; op-plugin passes torch dtypes (torch.int8, the 950
+    # default, and torch.float32 both mean a float32 dequantization here).
+    dq = None if dequant_dtype in (None, 0) else dtypes.code_to_dtype(dequant_dtype)
+    checks.expect(dq not in (torch.float16, torch.bfloat16), op, "dequant_dtype",
+                  "0, torch.int8 or torch.float32 (a float16 / bfloat16 dequantization is not "
+                  "emulated)", lambda: dtypes.name(dequant_dtype), NotImplementedError)
+    checks.expect(dq in (None, torch.int8, torch.float32), op, "dequant_dtype",
+                  "0 (float32), torch.int8, torch.float32, torch.float16 or torch.bfloat16",
+                  lambda: dtypes.name(dequant_dtype), ValueError)
+
+
+def _check_group_list(op, x, group_list, glt, e) -> None:
+    checks.expect(e <= MAX_EXPERTS, op, "weight", f"at most {MAX_EXPERTS} experts", e,
+                  ValueError)
+    grouping.check_group_list_meta(op, group_list, glt, MAX_EXPERTS)
+    checks.expect(group_list.shape[0] == e, op, "group_list",
+                  lambda: f"one entry per expert ({e})", lambda: group_list.shape[0],
+                  ValueError)
+    checks.expect(group_list.device == x.device, op, "group_list",
+                  f"x's device ({x.device})", group_list.device)
+
+
+def _check_v2_integer(op, x, weight, weight_scale, x_scale, group_list, glt, smooth_scale,
+                      weight_assist_matrix, dequant_mode, quant_mode, quant_dtype,
+                      dtype_overrides) -> None:
+    """The A2/A3 forms: A8W8 (int8 weight), A8W4 / A4W4 (packed int4 weight)."""
+    for name, value in zip(("x_dtype", "weight_dtype", "weight_scale_dtype", "x_scale_dtype"),
+                           dtype_overrides):
         checks.expect(value is None, op, name,
-                      "None (the float8 / mxfp4 forms are not emulated)",
+                      "None (the float4 / hifloat8 forms are not emulated)",
                       lambda value=value: dtypes.name(value), NotImplementedError)
     checks.expect(len(weight) == 1, op, "weight", "a list of one [e, k, n] tensor",
                   lambda: f"{len(weight)} tensors", ValueError)
     checks.expect(len(weight_scale) == 1, op, "weight_scale", "a list of one [e, n] tensor",
                   lambda: f"{len(weight_scale)} tensors", ValueError)
-    glt = 0 if group_list_type is None else group_list_type
-    checks.expect(glt in (0, 1), op, "group_list_type", "0 (cumsum) or 1 (counts)",
-                  repr(group_list_type), ValueError)
     if weight[0].dtype == torch.int32:          # A8W4 / A4W4: packed int4 weight
         swiglu_quant_int4.check(op, x, weight[0], weight_scale[0], x_scale, smooth_scale,
                                 weight_assist_matrix, dequant_mode)
-        e = weight[0].shape[0]
-        checks.expect(e <= MAX_EXPERTS, op, "weight", f"at most {MAX_EXPERTS} experts", e,
-                      ValueError)
-        grouping.check_group_list_meta(op, group_list, glt, MAX_EXPERTS)
-        checks.expect(group_list.shape[0] == e, op, "group_list",
-                      lambda: f"one entry per expert ({e})", lambda: group_list.shape[0],
-                      ValueError)
-        checks.expect(group_list.device == x.device, op, "group_list",
-                      f"x's device ({x.device})", group_list.device)
+        _check_group_list(op, x, group_list, glt, weight[0].shape[0])
     else:
         _check_common(op, x, weight[0], group_list, weight_scale[0], x_scale,
                       (torch.float32,), glt)
@@ -147,17 +179,6 @@ def check_swiglu_quant_v2(x, weight, weight_scale, x_scale, group_list, *, smoot
         checks.expect(dequant_mode in (None, 0), op, "dequant_mode",
                       "0 (per-token x, per-channel weight) with int8 weight",
                       repr(dequant_mode), ValueError)
-    checks.expect(bias is None, op, "bias", "None (only the default is supported)",
-                  "a tensor", ValueError)
-    # 0 is the A2/A3 doc's float32; op-plugin passes torch dtypes (torch.int8, the 950
-    # default, and torch.float32 both mean a float32 dequantization here).
-    dq = None if dequant_dtype in (None, 0) else dtypes.code_to_dtype(dequant_dtype)
-    checks.expect(dq not in (torch.float16, torch.bfloat16), op, "dequant_dtype",
-                  "0, torch.int8 or torch.float32 (a float16 / bfloat16 dequantization is not "
-                  "emulated)", lambda: dtypes.name(dequant_dtype), NotImplementedError)
-    checks.expect(dq in (None, torch.int8, torch.float32), op, "dequant_dtype",
-                  "0 (float32), torch.int8, torch.float32, torch.float16 or torch.bfloat16",
-                  lambda: dtypes.name(dequant_dtype), ValueError)
     checks.expect(quant_mode in (None, 0), op, "quant_mode", "0 (per-token)",
                   repr(quant_mode), ValueError)
     checks.expect(quant_dtype is None or quant_dtype in _INT8_CODES, op, "quant_dtype",
@@ -182,6 +203,10 @@ def swiglu_quant_v2_reference(x, weight, weight_scale, x_scale, group_list, *,
                               dequant_mode=0, dequant_dtype=0, quant_mode=0, quant_dtype=1,
                               group_list_type=0, tuning_config=None, x_dtype=None,
                               weight_dtype=None, weight_scale_dtype=None, x_scale_dtype=None):
+    if swiglu_quant_mx.is_mx(x, weight_scale_dtype, x_scale_dtype, quant_mode, dequant_mode):
+        e = weight[0].shape[0] if len(weight) == 1 and weight[0].dim() != 2 else len(weight)
+        segs = grouping.segments(OP_V2, group_list, group_list_type or 0, x.shape[0], e, "m")
+        return swiglu_quant_mx.compute(x, weight, weight_scale, x_scale, segs, quant_dtype)
     segs = _segments(OP_V2, group_list, group_list_type or 0, x, weight[0])
     w = weight[0]
     if w.dtype != torch.int32:
@@ -206,7 +231,10 @@ def _fake(x, weight, group_list, weight_scale, x_scale, **kwargs):
     return (*_outputs(x, _logical_kn(weight)[1]), x.new_empty((), dtype=torch.float32))
 
 
-def _fake_v2(x, weight, weight_scale, x_scale, group_list, **kwargs):
+def _fake_v2(x, weight, weight_scale, x_scale, group_list, *, weight_scale_dtype=None,
+             x_scale_dtype=None, quant_mode=0, dequant_mode=0, quant_dtype=1, **kwargs):
+    if swiglu_quant_mx.is_mx(x, weight_scale_dtype, x_scale_dtype, quant_mode, dequant_mode):
+        return swiglu_quant_mx.fake_outputs(x, weight, quant_dtype)
     w = weight[0]
     n = swiglu_quant_int4.logical_kn(w)[1] if w.dtype == torch.int32 else _logical_kn(w)[1]
     return _outputs(x, n)
@@ -317,8 +345,11 @@ def npu_grouped_matmul_swiglu_quant_v2(x, weight, weight_scale, x_scale, group_l
 
     Notes
     -----
-    Strict mode: 950, A2 and A3.  No autograd.  The Ascend 950 float8 / hifloat8 / MX forms
-    (``x_dtype``, ``weight_scale_dtype`` ..., ``dequant_mode=2``) raise NotImplementedError.
+    Strict mode: 950, A2 and A3.  No autograd.  The Ascend 950 MXFP8 form (float8 x and
+    weight, e8m0 ``weight_scale`` ``[e, ceil(k/64), n, 2]`` and ``x_scale`` ``[m, ceil(k/64),
+    2]``, ``quant_mode=2``; output float8 ``[m, n/2]`` or packed float4 ``[m, n/4]`` with an
+    e8m0 scale ``[m, ceil(n/2/64), 2]``) is in :mod:`.swiglu_quant_mx`; its float4 / hifloat8
+    inputs and per-token float8 form raise NotImplementedError.
     """
     return swiglu_quant_v2_op(
         x, _as_list(weight), _as_list(weight_scale), x_scale, group_list, smooth_scale=smooth_scale,
