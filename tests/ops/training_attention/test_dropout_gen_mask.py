@@ -130,4 +130,12 @@ def test_a_64_bit_generator_seed_is_returned_as_its_low_63_bits():
     torch.manual_seed(2 ** 64 - 5)
     res = na.npu_fusion_attention(q, q, q, 1, "BNSD", keep_prob=0.5)
     assert res[4:6] == (2 ** 63 - 5, 0)
+
+
+def test_generator_seed_zero_gets_a_drawn_offset_that_regenerates_the_mask():
+    q = _rand(1, 2, 5, 4)
     torch.manual_seed(0)
+    res = na.npu_fusion_attention(q, q, q, 2, "BNSD", keep_prob=0.5)
+    assert res[4] == 0 and res[5] != 0          # (0, 0) would mean "draw" when passed back
+    again = na.npu_fusion_attention(q, q, q, 2, "BNSD", keep_prob=0.5, seed=0, offset=res[5])
+    assert torch.equal(res[0], again[0])

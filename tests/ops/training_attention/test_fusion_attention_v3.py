@@ -40,7 +40,7 @@ def test_tnd_dropout_equals_v1_with_the_returned_seed_and_grads_agree():
     out3 = na.npu_fusion_attention_v3(q, k, v, 2, "TND", actual_seq_qlen=torch.tensor([2, 5]),
                                       actual_seq_kvlen=torch.tensor([3, 7]), **lens)
     seed, offset = int(out3[4]), int(out3[5])
-    assert seed != 0
+    assert (seed, offset) != (0, 0)          # a drawn mask (seed 0 only after manual_seed(0))
     dy = _rand(5, 2, 4, seed=3)
     g3 = torch.autograd.grad(out3[0], (q, k, v), dy)
     out1 = na.npu_fusion_attention(q, k, v, 2, "TND", actual_seq_qlen=[2, 5],

@@ -81,7 +81,7 @@ def test_forward_out_dropout_writes_the_seed_that_reproduces_it():
     outs = _empty_outputs(q, k, v, keep_prob=0.5, **_lengths())
     NPU.npu_fusion_attention_v3.out(q, k, v, N, "TND", keep_prob=0.5, **_lengths(), **outs)
     seed, offset = int(outs["seed"]), int(outs["offset"])
-    assert seed != 0
+    assert (seed, offset) != (0, 0)          # a drawn mask (seed 0 only after manual_seed(0))
     again = na.npu_fusion_attention(q, k, v, N, "TND", keep_prob=0.5, actual_seq_qlen=QLEN,
                                     actual_seq_kvlen=KVLEN, seed=seed, offset=offset)
     assert torch.equal(outs["attention_score"], again[0])

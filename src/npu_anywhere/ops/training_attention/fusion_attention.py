@@ -83,7 +83,8 @@ def draw_seed(a: dict) -> tuple[int, int]:
     dropout_mask) is used as given.  Otherwise seed is the device generator's seed (what
     ``torch.manual_seed`` / ``torch.npu.manual_seed`` set) and offset is 0 for the first draw
     after seeding, as on the NPU, so ``_npu_dropout_gen_mask(x, shape, 1 - keep_prob, seed, 0)``
-    right after ``manual_seed(seed)`` makes the mask that call applies.  Later draws take an
+    right after ``manual_seed(seed)`` makes the mask that call applies (seed 0 excepted: (0, 0)
+    means "draw" as an input, so that seed gets a drawn offset too).  Later draws take an
     offset from the generator (the NPU advances its Philox offset), so runs repeat after
     ``manual_seed`` and successive calls get fresh masks.
     """
@@ -97,7 +98,8 @@ def draw_seed(a: dict) -> tuple[int, int]:
     # an int64 in the schema: a random (torch.seed()) 64-bit seed keeps its low 63 bits
     seed = initial & ((1 << 63) - 1)
     offset = int(torch.randint(1, 2 ** 31 - 1, (1,), generator=gen, device=gen.device).item())
-    return seed, 0 if fresh else offset
+    # (0, 0) would read as "draw" when passed back in: after manual_seed(0) the offset is drawn
+    return seed, 0 if fresh and seed != 0 else offset
 
 
 def _generator(device: torch.device) -> torch.Generator:
