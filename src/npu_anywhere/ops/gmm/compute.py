@@ -19,8 +19,9 @@ Numerics (op-plugin golden ``test/test_custom_ops/test_npu_grouped_matmul.py``):
   the output dtype); int8 output:
   ``rint(acc * scale + offset)`` saturated to [-128, 127], with scale and offset unpacked
   from npu_trans_quant_param's word;
-* antiquant: ``w' = (w + antiquant_offset) * antiquant_scale`` in float32 (per channel, or per
-  group of k), ``y = x @ w' + bias`` in float32, rounded once.
+* antiquant: ``w' = (w + antiquant_offset) * antiquant_scale`` rounded to x's dtype as
+  ``grouped_matmul_antiquant.h`` computes it (float16: each step rounded; bfloat16: float32,
+  one rounding), per channel or per group of k; ``y = x @ w' + bias`` in float32, rounded once.
 """
 
 from __future__ import annotations
@@ -91,8 +92,15 @@ class Params:
         return self.tensors[0][e] if self.single else self.tensors[e]
 
 
-def dequant_weight(w: torch.Tensor, scale: torch.Tensor, offset, int4: bool) -> torch.Tensor:
-    """Antiquant weight [k, n] in float32: (w + offset) * scale, per channel or per k-group."""
+def dequant_weight(w: torch.Tensor, scale: torch.Tensor, offset, int4: bool,
+                   dtype: torch.dtype) -> torch.Tensor:
+    """Antiquant weight [k, n] as the cube reads it, in float32 values of x's ``dtype``.
+
+    ``grouped_matmul_antiquant.h`` dequantizes with ``AscendAntiQuant`` into x's dtype before
+    the matmul: for float16 in float16 arithmetic (``w + offset`` rounded, ``* scale``
+    rounded), for bfloat16 in float32 then rounded once to bfloat16.  Per channel, or per
+    group of k rows for int4.
+    """
     if int4:
         w = integer.unpack_int4_fast(w)
     wf = w.to(torch.float32)
@@ -102,9 +110,15 @@ def dequant_weight(w: torch.Tensor, scale: torch.Tensor, offset, int4: bool) -> 
         repeat = wf.shape[0] // s.shape[0]
         s = s.repeat_interleave(repeat, dim=0)
         o = o.repeat_interleave(repeat, dim=0) if o is not None else None
+    if dtype == torch.float16:
+        # a sum and a product of float16 values, each exact in float32 before its rounding
+        if o is not None:
+            wf = (wf + o).to(torch.float16).to(torch.float32)
+        return (wf * s).to(torch.float16).to(torch.float32)
     if o is not None:
         wf = wf + o
-    return wf * s
+    wf = wf * s
+    return wf.to(dtype).to(torch.float32) if dtype == torch.bfloat16 else wf
 
 
 def float_groups(x2: torch.Tensor, segments: list[Segment], weight: Params, bias: Params,
@@ -126,7 +140,8 @@ def float_groups(x2: torch.Tensor, segments: list[Segment], weight: Params, bias
         rows = slice(seg.start, seg.start + seg.length)
         if antiquant is not None:
             scale, offset, int4 = antiquant
-            w = dequant_weight(weight[seg.expert], scale[seg.expert], offset[seg.expert], int4)
+            w = dequant_weight(weight[seg.expert], scale[seg.expert], offset[seg.expert], int4,
+                               x2.dtype)
         else:
             w = weight[seg.expert].to(ct)
         b = bias[seg.expert]
