@@ -123,10 +123,12 @@ class PseSource:
             self.t = pse.to(ct)
         self.broadcast_rows = self.t.shape[2] == 1
         if self.kind == "alibi":
-            # the last stored row, zero-padded on the right so that every diagonal of a tile
-            # (above the main one too, which is masked) is a window of it
+            # the last stored row, padded on the right so that every diagonal of a tile is
+            # a window of it; above the main diagonal (masked by the lower-triangle mask the
+            # form requires) the padding is -inf, so that the pse masks those scores itself
             last = self.t[:, :, ALIBI_ROWS - 1]
-            self.diagonals = torch.cat([last, last.new_zeros(*last.shape[:2], p.skv)], dim=-1)
+            pad = last.new_full((*last.shape[:2], p.skv), float("-inf"))
+            self.diagonals = torch.cat([last, pad], dim=-1)
 
     # -- TND flat forms <-> zero-padded [B, N, max Sq | 1, max Skv] ----------------------
 
@@ -184,7 +186,8 @@ class PseSource:
     def tile_reversed(self, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
         """``tile(i0, i1, j0, j1).flip(2)`` for a block that :meth:`reads_diagonals`, as a
         view: counted from the last row up, ``j - i + Skv - 1`` grows by one along both axes,
-        so the tile is a window of the diagonals with unit strides (no copy per tile)."""
+        so the tile is a window of the diagonals with unit strides (no copy per tile).
+        Entries above the main diagonal (``j > i``) are -inf."""
         d = self.diagonals
         start = self._reversed_start(i0, i1, j0)
         return d.as_strided((d.shape[0], d.shape[1], i1 - i0, j1 - j0),

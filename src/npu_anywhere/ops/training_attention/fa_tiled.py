@@ -60,6 +60,27 @@ def _row_blocks(sq: int, rows: int, pse):
             yield i0, min(hi, i0 + rows)
 
 
+def _col_blocks(skv: int, cols: int):
+    return [(j0, min(skv, j0 + cols)) for j0 in range(0, skv, cols)]
+
+
+def _pse_masks_causal(plan: MaskPlan, pse, scale: float) -> bool:
+    """Whether an alibi-compressed pse read through its diagonals masks the call by itself:
+    its -inf entries are exactly ``j > i`` (:meth:`.fa_pse.PseSource.tile_reversed`), which
+    is the whole mask of sparse_mode 2, and of 3 with the equal lengths the form requires
+    (not TND: padding is masked too); ``scale > 0`` keeps ``scale * -inf`` at -inf."""
+    return (pse is not None and pse.kind == "alibi" and plan.active and plan.mode in (2, 3)
+            and not plan.p.packed and scale > 0)
+
+
+def _tile_mask(plan: MaskPlan, i0: int, i1: int, j0: int, j1: int, causal_by_pse: bool):
+    """:meth:`MaskPlan.tile`; where the pse masks ``j > i`` itself, only whether the tile
+    is above the diagonal (skipped) or not (nothing more to mask), without building a mask."""
+    if causal_by_pse:
+        return ALL if j0 > i1 - 1 else None
+    return plan.tile(i0, i1, j0, j1)
+
+
 class _Rows:
     """Row blocks of a ``[B, N, S, ...]`` tensor, in order or reversed (the reversed copy
     made once, on first use: it is S-sized, not S^2)."""
@@ -154,14 +175,15 @@ def forward(q, k, v, *, scale: float, pse, sink, plan: MaskPlan, dropout: Dropou
     queries = _Rows(q * scale)
     scratch, stats, products = _Scratch(q), _Scratch(q), _Scratch(q)
     rows, cols = _tiles(b, n, sq, skv)
+    pse_masks = _pse_masks_causal(plan, pse, scale)
     for i0, i1 in _row_blocks(sq, rows, pse):
         r = i1 - i0
         reverse = pse is not None and pse.reads_diagonals(i0, i1)
         q_blk = queries.block(i0, i1, reverse)
         z = _dropout_rows(dropout, (b, n, skv), i0, i1, q.device, ct, reverse)
-        tiles = [(j0, min(skv, j0 + cols)) for j0 in range(0, skv, cols)]
-        tiles = [(j0, j1, masked) for j0, j1 in tiles
-                 for masked in [plan.tile(i0, i1, j0, j1)] if masked is not ALL]
+        tiles = [(j0, j1, masked) for j0, j1 in _col_blocks(skv, cols)
+                 for masked in [_tile_mask(plan, i0, i1, j0, j1, reverse and pse_masks)]
+                 if masked is not ALL]
         if tiles:
             # slots of products merged at once: bounded like a score tile, so memory stays
             # independent of Skv; a full set is merged and its result kept as slot 0
@@ -238,6 +260,7 @@ def backward(q, k, v, dy, out, m, l, *, scale: float, pse, sink, plan: MaskPlan,
     rows_d = _Rows(big_d)
     scores, dp_buf = _Scratch(q), _Scratch(q)
     rows, cols = _tiles(b, n, sq, skv)
+    pse_masks = _pse_masks_causal(plan, pse, scale)
     for i0, i1 in _row_blocks(sq, rows, pse):
         reverse = pse is not None and pse.reads_diagonals(i0, i1)
         q_blk, dy_blk = queries.block(i0, i1, reverse), grads.block(i0, i1, reverse)
@@ -245,9 +268,8 @@ def backward(q, k, v, dy, out, m, l, *, scale: float, pse, sink, plan: MaskPlan,
         lse_blk = row_lse.block(i0, i1, reverse)
         z = _dropout_rows(dropout, (b, n, skv), i0, i1, q.device, ct, reverse)
         dq_blk = torch.zeros(b, n, i1 - i0, q.shape[-1], dtype=ct, device=q.device)
-        for j0 in range(0, skv, cols):
-            j1 = min(skv, j0 + cols)
-            masked = plan.tile(i0, i1, j0, j1)
+        for j0, j1 in _col_blocks(skv, cols):
+            masked = _tile_mask(plan, i0, i1, j0, j1, reverse and pse_masks)
             if masked is ALL:
                 continue
             k_blk, v_blk = k[:, :, j0:j1], v[:, :, j0:j1]
