@@ -81,6 +81,11 @@ def test_a8w4_symmetric(out_dtype, group_list_type):
         d_lo = _dequant_sum(lo[r:r + 1], wv[e], s[e])
         steps[r] = ((d_lo + d_hi * 16) + bias[e]) * pts[r]
     assert torch.equal(y, steps.to(out_dtype))
+    # per_token_scale as (m, 1), the asymmetric form's shape that op-plugin passes here too
+    y2, = gmm([x], [_pack(wv)], bias=[bias], scale=[_words(s)], per_token_scale=[pts[:, None]],
+              group_list=torch.tensor(SIZES), split_item=3, group_type=0,
+              group_list_type=group_list_type, output_dtype=out_dtype)
+    assert torch.equal(y2, y)
     ws = [wv[ROWS[r]].double() * s_full[ROWS[r]] for r in range(M - 1)]
     p = pts[:M - 1, None].double()
     formula = torch.stack([x[r].double() @ ws[r] for r in range(M - 1)]) * p

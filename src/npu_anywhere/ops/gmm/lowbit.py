@@ -92,7 +92,10 @@ def check(kind, x, weight, bias, scale, offset, per_token_scale, antiquant_scale
         groups = 1 if offset is not None else k // A8W4_GROUP
         _one("scale", scale, torch.int64, (e, groups, n))
         _one("bias", bias, torch.float32, (e, n))
-        _one("per_token_scale", per_token_scale, torch.float32, (m,))
+        # aclnn checks no shape for the symmetric form and wants (m, 1) for the asymmetric
+        # one (CheckA8W4AsymQuantParamsRelationship); op-plugin's golden passes (m, 1).
+        pts_shape = (m, 1) if per_token_scale and per_token_scale[0].dim() == 2 else (m,)
+        _one("per_token_scale", per_token_scale, torch.float32, pts_shape)
         if offset is not None:
             _one("offset", offset, torch.float32, (e, 1, n))
             checks.expect(out == torch.float16, OP, "output_dtype",
@@ -158,7 +161,7 @@ def groups(kind, x2, segments, weight, bias, scale, offset, per_token_scale, n, 
         rows = slice(seg.start, seg.start + seg.length)
         w = unpack_int4_fast(weight[seg.expert])
         s = decoded_scale(scale[seg.expert])
-        pts = None if per_token_scale is None else per_token_scale[rows].unsqueeze(-1)
+        pts = None if per_token_scale is None else per_token_scale[rows].reshape(-1, 1)
         if kind == "a4w4":
             v = dequant_sum(xv[rows], w, s).to(torch.float32)
         else:
