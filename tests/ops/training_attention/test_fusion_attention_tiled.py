@@ -15,7 +15,7 @@ import torch
 import npu_anywhere as na
 from fa_golden import attention, visible
 from npu_anywhere.dispatch import use_providers
-from npu_anywhere.ops.training_attention import fa_tiled
+from npu_anywhere.ops.training_attention import fa_pse, fa_tiled
 
 INT_MAX = 2147483647
 TRIU = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), 1)
@@ -177,6 +177,53 @@ def test_alibi_compressed_pse_grad_is_the_adjoint_of_its_diagonal_read():
     want.backward(dy.double())
     torch.testing.assert_close(res[0].double(), want.detach(), atol=2e-5, rtol=2e-5)
     torch.testing.assert_close(leaves[3].grad.double(), c.grad, atol=1e-4, rtol=1e-4)
+
+
+ALIBI_TILED = [
+    # (sparse_mode kwargs, scale, merge budget): mode 2 lets the pse mask j > i itself; mode 0
+    # (an explicit mask) and a negative scale build tile masks; a budget of 1 merges the
+    # tile products two at a time
+    (dict(sparse_mode=2), 0.3, None),
+    (dict(sparse_mode=0, next_tockens=0), 0.3, 1),
+    (dict(sparse_mode=3), -0.2, None),
+]
+
+
+@pytest.mark.parametrize("mode_kw,scale,budget", ALIBI_TILED)
+def test_alibi_compressed_pse_many_tiles_forward_and_grads(monkeypatch, mode_kw, scale,
+                                                           budget):
+    """Rows above the stored ones read the diagonals (in reverse, tile by tile, several
+    blocks of rows and of columns); the split falls inside a tile of columns and between
+    blocks of rows.  The compressed form is shrunk to 64 stored rows to keep this small."""
+    monkeypatch.setattr(fa_pse, "ALIBI_ROWS", 64)
+    monkeypatch.setattr(fa_tiled, "_tiles", lambda b, n, sq, skv: (18, 16))
+    if budget is not None:
+        monkeypatch.setattr(fa_tiled, "TILE_BUDGET", budget)
+    b, n, s, d, stored = 1, 2, 100, 4, 64
+    q, k, v = _rand(b, n, s, d), _rand(b, n, s, d, seed=1), _rand(b, n, s, d, seed=2)
+    full = _alibi(1, n, s, torch.tensor([0.5, 0.0625]))
+    comp = full[:, :, -stored:, :].float().contiguous()
+    mask = TRIU if mode_kw["sparse_mode"] != 0 else torch.triu(
+        torch.ones(s, s, dtype=torch.bool), 1)
+    dy = _rand(b, n, s, d, seed=3)
+    with use_providers("tiled"):
+        res, leaves = _fa(q, k, v, n, pse=comp, atten_mask=mask, scale=scale, **mode_kw)
+        res[0].backward(dy)
+    # the golden's pse: the documented read of the stored rows (its grad is the adjoint)
+    c = comp.double().requires_grad_()
+    idx = (torch.arange(s).view(1, -1) - torch.arange(s - stored).view(-1, 1) + s - 1).clamp(
+        max=s - 1)
+    full_read = torch.cat([c[:, :, stored - 1, idx], c], dim=2)
+    vis = visible(2, s, s)
+    assert torch.equal(full_read.detach()[..., vis], full[..., vis])
+    ins = [t.double().requires_grad_() for t in (q, k, v)]
+    want, m, l = attention(*ins, scale, vis=vis, pse=full_read)
+    want.backward(dy.double())
+    torch.testing.assert_close(res[0].double(), want.detach(), atol=2e-5, rtol=2e-5)
+    torch.testing.assert_close(res[1][..., 0].double(), m.detach(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(res[2][..., 0].double(), l.detach(), atol=1e-5, rtol=1e-5)
+    for got, ref in zip(leaves, ins + [c]):
+        torch.testing.assert_close(got.grad.double(), ref.grad, atol=1e-4, rtol=1e-4)
 
 
 ALIBI_ERRORS = [
