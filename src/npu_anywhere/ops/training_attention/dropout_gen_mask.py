@@ -7,7 +7,7 @@ bytes) and the bit order its tests unpack with (``np.unpackbits(..., bitorder='l
 On the NPU this is the StatelessDropOutGenMask kernel, the very generator npu_fusion_attention
 uses for its own keep-mask, so a mask made here with (seed, offset) is the one a fusion-attention
 call (or its grad) with that seed / offset applies.  The emulation keeps that property with its
-own stream (:func:`.fa_masks.keep_stream`); the bits are not the NPU's Philox ones.
+own stream (:func:`.fa_masks.uniform_stream`); the bits are not the NPU's Philox ones.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 
 from ... import checks
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
-from .fa_masks import keep_stream, pack_bits
+from .fa_masks import pack_bits, uniform_stream
 
 OP = "_npu_dropout_gen_mask"
 SCHEMA = (f"{OP}.Tensor(Tensor self, int[] size, float p, int seed, int offset, *, "
@@ -41,9 +41,7 @@ def check_dropout_gen_mask(self, size, p, seed, offset, *, parallel=True, sync=N
 
 def dropout_gen_mask_reference(self, size, p, seed, offset, *, parallel=True, sync=None):
     numels = _numels(size)
-    e = torch.arange(numels, device=self.device)
-    keep = keep_stream(int(seed), int(offset), 1.0 - p, e, [(0, numels)])
-    return pack_bits(keep)
+    return pack_bits(uniform_stream(int(seed), int(offset), 0, numels, self.device) < 1.0 - p)
 
 
 def _dropout_gen_mask_fake(self, size, p, seed, offset, *, parallel=True, sync=None):
@@ -85,7 +83,7 @@ def npu_dropout_gen_mask(self, size, p, seed, offset, *, parallel=True, sync=Non
 
     Notes
     -----
-    The bits come from this emulation's stream (:func:`.fa_masks.keep_stream`), not the NPU's
+    The bits come from this emulation's stream (:func:`.fa_masks.uniform_stream`), not the NPU's
     Philox generator: masks agree with this package's fusion attention, not with an NPU's.
     """
     return dropout_gen_mask_op(self, size, p, seed, offset, parallel=parallel, sync=sync)

@@ -14,6 +14,11 @@ per batch; ``Sq``/``Skv`` are that batch's lengths):
   first batch a mode-4 band.
 The compressed masks of modes 2/3/4/6/7/8 (2048x2048, 3072x2048) are checked for shape and
 otherwise not read: their content is implied by the mode.  TND calls also mask the padding.
+
+The dropout keep-mask is indexed by element (``mask_elements``: ``[B, N, Sq, Skv]`` order, TND
+per sequence): a caller's bit-packed ``dropout_mask`` is read at those indices, and the op's own
+mask draws them from a per-chunk generator stream (``uniform_stream``) that
+``_npu_dropout_gen_mask`` packs with the same (seed, offset).
 """
 
 from __future__ import annotations
@@ -312,43 +317,57 @@ def _sequence_bases(p: FAProblem) -> list:
     return [sum(sizes[:k]) for k in range(p.batch)]
 
 
-def element_ranges(p: FAProblem, i0: int, i1: int) -> list:
-    """The ``[lo, hi)`` element ranges :func:`mask_elements` covers (one per batch and head)."""
-    if not p.packed:
-        step = p.sq * p.skv
-        return [(bh * step + i0 * p.skv, bh * step + i1 * p.skv)
-                for bh in range(p.batch * p.heads)]
-    out = []
-    for base, sq, skv in zip(_sequence_bases(p), p.q_lens, p.kv_lens):
-        if i0 < sq and skv > 0:
-            out += [(base + (h * sq + i0) * skv, base + (h * sq + min(i1, sq)) * skv)
-                    for h in range(p.heads)]
-    return out
+def uniform_stream(seed: int, offset: int, lo: int, hi: int, device,
+                   chunks: Optional[dict] = None) -> torch.Tensor:
+    """The keep-mask stream's float32 uniforms of elements ``[lo, hi)``.
 
-
-def keep_stream(seed: int, offset: int, keep_prob: float, e: torch.Tensor, ranges) -> torch.Tensor:
-    """The op's own keep-mask (True = kept) at elements ``e``, which lie in ``ranges``.
-
-    Element ``e`` draws the uniform ``u_e`` at position ``e % STREAM_CHUNK`` of chunk
-    ``e // STREAM_CHUNK``, each chunk from a ``torch.Generator`` seeded with a hash of (seed,
-    offset, chunk), and is kept when ``u_e < keep_prob``: a function of (seed, offset, e) alone,
-    so the forward, the grad, any recomputation and ``_npu_dropout_gen_mask`` with the same
-    seed / offset agree whatever their blocking.  Only the chunks ``ranges`` touch are drawn.
+    Element ``e`` takes position ``e % STREAM_CHUNK`` of chunk ``e // STREAM_CHUNK``, each chunk
+    drawn by a ``torch.Generator`` seeded with a hash of (seed, offset, chunk): a function of
+    (seed, offset, e) alone, so the forward, the grad, any recomputation and
+    ``_npu_dropout_gen_mask`` agree whatever their blocking.  ``chunks`` caches drawn chunks
+    between calls (neighbouring ranges share their boundary chunks).
     """
-    device = e.device
-    chunks = sorted({c for lo, hi in ranges if hi > lo
-                     for c in range(lo // STREAM_CHUNK, (hi - 1) // STREAM_CHUNK + 1)} | {0})
-    gen = torch.Generator(device=device)
-    draws = []
-    for c in chunks:
-        gen.manual_seed(_mix(seed, offset, c))
-        draws.append(torch.rand(STREAM_CHUNK, generator=gen, device=device,
-                                dtype=torch.float32))
-    first = chunks[0]
-    slot = torch.zeros(chunks[-1] - first + 1, dtype=torch.int64, device=device)
-    slot[torch.tensor(chunks, device=device) - first] = torch.arange(len(chunks), device=device)
-    pos = slot[e // STREAM_CHUNK - first] * STREAM_CHUNK + e % STREAM_CHUNK
-    return torch.cat(draws)[pos] < keep_prob
+    if hi <= lo:
+        return torch.empty(0, dtype=torch.float32, device=device)
+    chunks = {} if chunks is None else chunks
+    c0, c1 = lo // STREAM_CHUNK, (hi - 1) // STREAM_CHUNK
+    parts = []
+    for c in range(c0, c1 + 1):
+        if c not in chunks:
+            gen = torch.Generator(device=device)
+            gen.manual_seed(_mix(seed, offset, c))
+            chunks[c] = torch.rand(STREAM_CHUNK, generator=gen, device=device,
+                                   dtype=torch.float32)
+        parts.append(chunks[c])
+    u = parts[0] if len(parts) == 1 else torch.cat(parts)
+    return u[lo - c0 * STREAM_CHUNK:hi - c0 * STREAM_CHUNK]
+
+
+def keep_stream_rows(seed: int, offset: int, keep_prob: float, p: FAProblem, i0: int, i1: int,
+                     device) -> torch.Tensor:
+    """The op's own keep-mask (True = kept: ``u_e < keep_prob``) of query rows ``[i0, i1)`` as
+    bool ``[B, N, rows, Skv]``, element ``e`` as :func:`mask_elements` numbers it (TND
+    positions past a sequence's lengths: False).  Each (batch, head) reads one contiguous run
+    of the stream, so no index tensor is built."""
+    b, n, rows = p.batch, p.heads, i1 - i0
+    chunks: dict = {}
+    if not p.packed:
+        u = torch.empty(b * n, rows * p.skv, dtype=torch.float32, device=device)
+        step = p.sq * p.skv
+        for bh in range(b * n):
+            u[bh] = uniform_stream(seed, offset, bh * step + i0 * p.skv, bh * step + i1 * p.skv,
+                                   device, chunks)
+        return (u < keep_prob).view(b, n, rows, p.skv)
+    keep = torch.zeros(b, n, rows, p.skv, dtype=torch.bool, device=device)
+    for k, (base, sq, skv) in enumerate(zip(_sequence_bases(p), p.q_lens, p.kv_lens)):
+        r = min(i1, sq) - i0
+        if r <= 0 or skv == 0:
+            continue
+        for h in range(n):
+            lo = base + (h * sq + i0) * skv
+            u = uniform_stream(seed, offset, lo, lo + r * skv, device, chunks)
+            keep[k, h, :r, :skv] = (u < keep_prob).view(r, skv)
+    return keep
 
 
 def keep_bits(bits: torch.Tensor, e: torch.Tensor) -> torch.Tensor:

@@ -31,7 +31,7 @@ from typing import Optional
 
 import torch
 
-from .fa_masks import MaskPlan, element_ranges, keep_bits, keep_stream, mask_elements
+from .fa_masks import MaskPlan, keep_bits, keep_stream_rows, mask_elements
 
 SCORE_BUDGET = 1 << 24          # score elements per block (64 MiB of float32)
 
@@ -66,14 +66,13 @@ class Dropout:
         """``keep / keep_prob`` for query rows ``[i0, i1)`` as ``[B, N, rows, Skv]`` (``shape``
         is ``[B, N, Skv]``; TND positions past a sequence's lengths are 0)."""
         p = self.problem
-        e, valid = mask_elements(p, i0, i1, device)
-        if self.bits is not None:
-            keep = keep_bits(self.bits, e)
+        if self.bits is None:
+            keep = keep_stream_rows(self.seed, self.offset, self.keep_prob, p, i0, i1, device)
         else:
-            keep = keep_stream(self.seed, self.offset, self.keep_prob, e,
-                               element_ranges(p, i0, i1))
-        if valid is not None:
-            keep = keep & valid
+            e, valid = mask_elements(p, i0, i1, device)
+            keep = keep_bits(self.bits, e)
+            if valid is not None:
+                keep = keep & valid
         return keep.to(dtype) / self.keep_prob
 
 
