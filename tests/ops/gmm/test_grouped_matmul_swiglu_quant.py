@@ -125,6 +125,17 @@ def test_v2_nz_weight_and_dequant_dtype():
         na.npu_grouped_matmul_swiglu_quant_v2(x, [w5[..., :16]], [ws], xs, gl)
 
 
+def test_group_list_shorter_than_the_experts():
+    # aclnn takes up to one entry per expert: the first len(group_list) experts take part.
+    x, w, ws, xs = _inputs()
+    full = torch.tensor(COUNTS[:2] + [0]).cumsum(0)
+    q, scale = na.npu_grouped_matmul_swiglu_quant_v2(x, w, ws, xs, full)
+    q2, s2 = na.npu_grouped_matmul_swiglu_quant_v2(x, w, ws, xs, full[:2])
+    assert torch.equal(q, q2) and torch.equal(scale, s2)
+    with pytest.raises(ValueError, match="expected group_list 1 to 3 entries"):
+        na.npu_grouped_matmul_swiglu_quant_v2(x, w, ws, xs, torch.tensor([1, 2, 3, 4]))
+
+
 def test_bad_inputs():
     x, w, ws, xs = _inputs()
     gl = torch.tensor(COUNTS).cumsum(0)

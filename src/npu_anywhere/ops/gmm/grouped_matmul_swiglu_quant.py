@@ -80,9 +80,11 @@ def _check_common(op, x, w, group_list, weight_scale, x_scale, scale_dtypes,
     checks.expect(e <= MAX_EXPERTS, op, "weight", f"at most {MAX_EXPERTS} experts", e,
                   ValueError)
     grouping.check_group_list_meta(op, group_list, group_list_type, MAX_EXPERTS)
-    checks.expect(group_list.shape[0] == e, op, "group_list",
-                  lambda: f"one entry per expert ({e})", lambda: group_list.shape[0],
-                  ValueError)
+    # aclnnGroupedMatmulSwigluQuant: "groupList的长度应小于等于weight的专家数" (the first
+    # len(group_list) experts take part; the doc's own example passes 2 entries for 16).
+    checks.expect(1 <= group_list.shape[0] <= e, op, "group_list",
+                  lambda: f"1 to {e} entries (at most one per expert)",
+                  lambda: f"{group_list.shape[0]} entries", ValueError)
     checks.expect_dtype(weight_scale, scale_dtypes, op, "weight_scale")
     checks.expect(tuple(weight_scale.shape) == (e, n), op, "weight_scale",
                   lambda: f"shape ({e}, {n})", lambda: tuple(weight_scale.shape))
@@ -143,9 +145,11 @@ def _check_group_list(op, x, group_list, glt, e) -> None:
     checks.expect(e <= MAX_EXPERTS, op, "weight", f"at most {MAX_EXPERTS} experts", e,
                   ValueError)
     grouping.check_group_list_meta(op, group_list, glt, MAX_EXPERTS)
-    checks.expect(group_list.shape[0] == e, op, "group_list",
-                  lambda: f"one entry per expert ({e})", lambda: group_list.shape[0],
-                  ValueError)
+    # aclnnGroupedMatmulSwigluQuant: "groupList的长度应小于等于weight的专家数" (the first
+    # len(group_list) experts take part; the doc's own example passes 2 entries for 16).
+    checks.expect(1 <= group_list.shape[0] <= e, op, "group_list",
+                  lambda: f"1 to {e} entries (at most one per expert)",
+                  lambda: f"{group_list.shape[0]} entries", ValueError)
     checks.expect(group_list.device == x.device, op, "group_list",
                   f"x's device ({x.device})", group_list.device)
 
