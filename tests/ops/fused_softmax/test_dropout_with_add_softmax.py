@@ -50,6 +50,7 @@ def test_no_drop_is_the_softmax_of_the_axpy(dtype):
     want = golden_softmax(s, x1, 0.125)
     assert_close_to_golden(soft, want, dtype=dtype)
     assert_close_to_golden(out, want, dtype=dtype)
+    assert torch.equal(out, soft) and out.data_ptr() != soft.data_ptr()   # two outputs
     assert torch.equal(s, before[0]) and torch.equal(x1, before[1])
 
 

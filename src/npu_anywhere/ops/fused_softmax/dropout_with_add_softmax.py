@@ -123,6 +123,9 @@ def dropout_with_add_softmax_reference(self, x1, alpha, prob, dim):
     y = x1.to(ct) + self.to(ct) * _common.as_compute_scalar(alpha, ct)
     soft = torch.softmax(y, dim=dim).to(self.dtype)
     mask = _keep_mask(self.shape, keep, self.device)
+    if keep >= 1.0:
+        # nothing dropped: soft * 1 * 1.0 rounds back to soft itself, so skip the passes
+        return mask, soft, soft.clone()
     scale = _common.as_compute_scalar(1.0 / keep, ct)
     out = (soft.to(ct) * _unflatten_mask(mask, soft, ct) * scale).to(self.dtype)
     return mask, soft, out
