@@ -188,3 +188,26 @@ def test_compiled_provider_keeps_the_stable_ranking():
     assert torch.equal(got2[1], ref2[1])
     torch.testing.assert_close(got[0], ref[0], rtol=8e-3, atol=0)
     torch.testing.assert_close(got2[0], ref2[0], rtol=8e-3, atol=0)
+
+
+@pytest.mark.slow       # one Inductor compile
+def test_stable_top_k_max_passes_in_compiled_graphs():
+    # Compiled graphs rank few of many float32 values (k <= 8, width >= 8k) by max-passes over
+    # the keys instead of ATen's topk: the same ranking, ties by index.
+    from npu_anywhere.ops.moe._routing import stable_top_k
+
+    gen = torch.Generator().manual_seed(5)
+    pool = torch.tensor([-float("inf"), -2.5, -1.0, -0.0, 0.0, 0.5, 1.0, 3.0, float("inf")])
+    values = pool[torch.randint(0, pool.numel(), (21, 16), generator=gen)]
+    nan_rows = torch.randn(3, 16, generator=gen)
+    nan_rows[:, ::5] = float("nan")
+    nan_rows[1, 3] = -float("nan")
+    got_values, got_idx = torch.compile(stable_top_k, fullgraph=True, dynamic=False)(
+        torch.cat([values, nan_rows]), 2)
+    want_idx = torch.from_numpy((-values.double().numpy()).argsort(axis=-1, kind="stable")[:, :2]
+                                .copy())
+    assert torch.equal(got_idx[:21], want_idx)
+    assert torch.equal(got_values[:21], values.gather(-1, want_idx))
+    eager_values, eager_idx = stable_top_k(nan_rows, 2)      # ATen topk over the same keys
+    assert torch.equal(got_idx[21:], eager_idx)
+    assert torch.allclose(got_values[21:], eager_values, rtol=0, atol=0, equal_nan=True)

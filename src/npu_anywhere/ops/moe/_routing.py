@@ -21,12 +21,12 @@ def stable_sort(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def stable_top_k(values: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` largest along -1, descending, equal values ranked by lower index first.
 
-    The ranking the routing goldens get from a stable descending argsort, at the cost of one
-    ``torch.topk``: each value's float32 bits, made order-preserving as a signed integer, go in
-    the high 32 bits of an int64 key and the reversed index in the low 32 bits, so no two keys
-    tie and the topk of the keys is the stable ranking (``torch.topk`` itself promises nothing
-    about ties).  ``-0.0`` ranks equal to ``+0.0``, as float comparison has it.  float64
-    values (accepted outside strict mode) take the stable sort.
+    The ranking the routing goldens get from a stable descending argsort, without a sort: each
+    value's float32 bits, made order-preserving as a signed integer, go in the high 32 bits of
+    an int64 key and the reversed index in the low 32 bits, so no two keys tie and the largest
+    keys are the stable ranking (``torch.topk`` itself promises nothing about ties).  ``-0.0``
+    ranks equal to ``+0.0``, as float comparison has it.  float64 values (accepted outside
+    strict mode) take the stable sort.
     """
     if values.dtype == torch.float64:
         ordered, idx = torch.sort(values, dim=-1, descending=True, stable=True)
@@ -35,9 +35,37 @@ def stable_top_k(values: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tens
     bits = (values.to(torch.float32) + 0.0).view(torch.int32).to(torch.int64)   # -0.0 -> +0.0
     bits = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)   # negative floats: reverse their order
     low = (width - 1) - torch.arange(width, dtype=torch.int64, device=values.device)
-    top = torch.topk((bits << 32) | low, k, dim=-1, sorted=True).values
+    keys = (bits << 32) | low
+    if (torch.compiler.is_compiling() and values.dtype == torch.float32
+            and k <= _PASSES_MAX_K and width >= _PASSES_MIN_WIDTH * k):
+        top = _largest_by_passes(keys, k)
+    else:
+        top = torch.topk(keys, k, dim=-1, sorted=True).values
     idx = (width - 1) - (top & 0xFFFFFFFF)
     return values.gather(-1, idx), idx
+
+
+# Compiled graphs rank few of many float32 values by k max-passes: Inductor fuses each pass
+# into one vectorised reduction, where ATen's topk (which Inductor keeps as a call) works row by
+# row.  Measured on CPU (4096 rows, one thread, best of 15-20): about 2x quicker for 8 of 256,
+# 3x for 2 of 64, 1.3x for 8 of 64; slower for 4 of 8, 16 of 64 or 32 of 256, and for 16-bit
+# values (Inductor then widens them again in every pass).
+_PASSES_MAX_K = 8
+_PASSES_MIN_WIDTH = 8
+
+
+def _largest_by_passes(keys: torch.Tensor, k: int) -> torch.Tensor:
+    """The ``k`` largest of unique keys along -1, descending: each pass takes the largest key
+    below the previous one (keys are unique, so nothing is taken twice or skipped)."""
+    floor = torch.iinfo(keys.dtype).min
+    best = keys.amax(dim=-1, keepdim=True)
+    taken = [best]
+    for _ in range(k - 1):
+        # The floor stands in for the keys already taken; k <= width, so a row never runs out
+        # (and a real key equal to the floor is then the answer anyway).
+        best = torch.where(keys < best, keys, floor).amax(dim=-1, keepdim=True)
+        taken.append(best)
+    return torch.cat(taken, dim=-1)
 
 
 def inverse_permutation(perm: torch.Tensor) -> torch.Tensor:
