@@ -1,7 +1,7 @@
 """torch_npu.npu_quant_matmul: int8 x int8 (or int4 x int4 packed in int32) matmul with exact
 int32 accumulation, then dequantization; the Ascend 950's float8 / hifloat8 / MX float8 / MX
 float4 inputs are in ``_quant_matmul_lowbit.py``, the int8 G-B and int4 K-G per-group modes
-in ``_quant_matmul_int_groups.py``.
+in ``_quant_matmul_int_groups.py``, A8W4 (int8 x1, int4 x2) in ``_quant_matmul_a8w4.py``.
 
 Formulas (aclnnQuantMatmulV4, hicann/ops-nn ``matmul/quant_batch_matmul_v3/docs/
 aclnnQuantMatmulV4.md``; acc = x1 @ x2 in int32)::
@@ -29,6 +29,7 @@ from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from ..quant import core as quant_core
 from ..quant.trans_quant_param import trans_quant_param_reference
+from . import _quant_matmul_a8w4 as a8w4
 from . import _quant_matmul_int_groups as int_groups
 from . import _quant_matmul_lowbit as lowbit
 from . import integer
@@ -69,12 +70,6 @@ def _logical_kn(x1: torch.Tensor, x2: torch.Tensor) -> tuple[int, int, int]:
 def _check_unemulated(pertoken_scale_dtype, scale_dtype, group_sizes, y_scale,
                       x1=None, x2=None) -> None:
     """What remains outside the emulation for int8 / int4 inputs."""
-    if x1 is not None and group_sizes:
-        # A8W4 (aclnnQuantMatmulV5 K-G): int8 x1, int4-packed int32 x2, per-group int64
-        # scales and y_offset
-        checks.expect(not (x1.dtype == torch.int8 and x2.dtype == torch.int32), OP, "x2",
-                      "int8 like x1 (the A8W4 mode, int8 x1 with an int4-packed int32 x2 and "
-                      "y_offset, is not implemented)", "dtype torch.int32", NotImplementedError)
     for name, v in (("pertoken_scale_dtype", pertoken_scale_dtype), ("scale_dtype", scale_dtype)):
         checks.expect(v is None, OP, name,
                       "None for int8 / int4 inputs (it reinterprets MX float8_e8m0 scales of "
@@ -168,6 +163,11 @@ def check_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=
                        output_dtype=None, x1_dtype=None, x2_dtype=None,
                        pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                        y_scale=None):
+    if a8w4.is_a8w4(x1, x2):
+        a8w4.check_a8w4(x1, x2, scale, offset=offset, pertoken_scale=pertoken_scale, bias=bias,
+                        output_dtype=output_dtype, pertoken_scale_dtype=pertoken_scale_dtype,
+                        scale_dtype=scale_dtype, group_sizes=group_sizes, y_scale=y_scale)
+        return
     if lowbit.is_lowbit(x1, x2, x1_dtype, x2_dtype, scale, scale_dtype):
         lowbit.check_lowbit(x1, x2, scale, offset=offset, pertoken_scale=pertoken_scale,
                             bias=bias, output_dtype=output_dtype, x1_dtype=x1_dtype,
@@ -213,6 +213,9 @@ def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, b
                            output_dtype=None, x1_dtype=None, x2_dtype=None,
                            pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                            y_scale=None):
+    if a8w4.is_a8w4(x1, x2):
+        return a8w4.a8w4_reference(x1, x2, scale, offset, pertoken_scale,
+                                   a8w4._out_dtype(output_dtype))
     if lowbit.is_lowbit(x1, x2, x1_dtype, x2_dtype, scale, scale_dtype):
         return lowbit.lowbit_reference(x1, x2, scale, pertoken_scale=pertoken_scale, bias=bias,
                                        output_dtype=output_dtype, x1_dtype=x1_dtype,
@@ -287,7 +290,7 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
     offset : Tensor, optional
         float32 ``(1,)`` or ``(n,)``; int8 x1 and int8 output only.
     pertoken_scale : Tensor, optional
-        float32 ``(m,)``; float16 / bfloat16 outputs only.
+        float32 ``(m,)``; float16 / bfloat16 outputs only.  A8W4: required, ``(m,)`` (K-C) or ``(m, 1)`` (K-G).
     bias : Tensor, optional
         ``(n,)``; also ``(1, n)`` for 2-D outputs and ``(batch, 1, n)`` for 3-D ones.  int32
         (added to the accumulator), bfloat16 / float32 (bfloat16 output) or float16 / float32
@@ -325,6 +328,12 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
     only for int8 / float16 outputs; bfloat16 scale only for bfloat16 / int32 outputs;
     pertoken_scale only for float16 / bfloat16 outputs.  Strict 310P: int8 inputs, int64 /
     float32 scale, no pertoken_scale, int32 bias, int8 / float16 output.
+
+    A8W4 (A2 / A3; int8 x1 ``(m, k)``, int4 x2 packed in int32 ``(k, n // 8)``; see
+    :mod:`npu_anywhere.ops.matmul._quant_matmul_a8w4`): ``out = ((x1 @ (x2 * scale)) + offset)
+    * pertoken_scale`` with int64 ``scale`` words, per channel ``(n,)`` (K-C) or per group of
+    256 along k ``(ceil(k / 256), n)`` (K-G, ``group_sizes=[0, 0, 256]``), float32 ``offset``
+    ``(n,)`` = ``8 * sum_k(x2 * scale)`` and a float16 / bfloat16 output.
 
     Low-bit inputs (Ascend 950, aclnnQuantMatmulV5): see
     :mod:`npu_anywhere.ops.matmul._quant_matmul_lowbit` -- static ``(x1 @ x2 + bias) * scale``

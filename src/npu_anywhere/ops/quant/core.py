@@ -364,7 +364,10 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
     Other integer dtypes take the word-wise path.
     """
     if packed.dtype == torch.int32:
-        b = packed.contiguous().view(torch.int8)               # (..., 4m) bytes
+        # Flattened first: a "contiguous" tensor whose last dim has size 1 may still carry a
+        # last stride other than 1, which view() to a smaller dtype refuses.
+        b = packed.contiguous().reshape(-1).view(torch.int8).reshape(
+            *packed.shape[:-1], packed.shape[-1] * 4)             # (..., 4m) bytes
         lo = torch.bitwise_left_shift(b, 4).bitwise_right_shift_(4)
         hi = torch.bitwise_right_shift(b, 4)
         return torch.stack((lo, hi), dim=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 8)

@@ -54,13 +54,20 @@ def _quant_matmul() -> None:
     s.append(Sample("int4_x2_transposed_bf16_pertoken", lambda: (
         (_i4_packed(3, 2), _i4_packed(8, 2).t(), torch.rand(8)),
         {"pertoken_scale": torch.rand(3), "output_dtype": _BF16})))
+    s.append(Sample("a8w4_per_group_fp16", lambda: (
+        (_i8(3, 512), _i4_packed(512, 1), _word(16).reshape(2, 8)),
+        {"offset": torch.randn(8), "pertoken_scale": torch.rand(3, 1), "output_dtype": _F16,
+         "group_sizes": [0, 0, 256]})))
+    s.append(Sample("a8w4_per_channel_bf16", lambda: (
+        (_i8(2, 16), _i4_packed(16, 1), _word(8)),
+        {"offset": torch.randn(8), "pertoken_scale": torch.rand(2), "output_dtype": _BF16})))
     err = e.errors
     err.append(ErrorSample("k_mismatch", lambda: ((_i8(3, 8), _i8(9, 4), torch.rand(4)), {}),
                            RuntimeError, "npu_quant_matmul: expected x2 a k dim equal"))
     err.append(ErrorSample("scale_size", lambda: ((_i8(3, 8), _i8(8, 4), torch.rand(3)), {}),
                            ValueError, "npu_quant_matmul: expected scale a 1-D tensor of size"))
     err.append(ErrorSample("dtype_mismatch", lambda: (
-        (_i8(3, 8), torch.zeros(8, 4, dtype=_I32), torch.rand(4)), {}), TypeError,
+        (_i8(3, 8), torch.zeros(8, 4, dtype=torch.int16), torch.rand(4)), {}), TypeError,
         "npu_quant_matmul: expected x2 the dtype of x1"))
     err.append(ErrorSample("word_scale_bf16_out", lambda: (
         (_i8(3, 8), _i8(8, 4), _word(4)), {"output_dtype": _BF16}), ValueError,
