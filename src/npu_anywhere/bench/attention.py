@@ -16,7 +16,10 @@ Contenders:
   (decode: after the same dense gather);
 * ``npu_anywhere``: ``npu_fused_infer_attention_score`` with the documented layout;
 * ``kernel``: the solver of ``npu_anywhere.kernels.attention`` on the normalized problem
-  (what the op runs, without its layout conversion).
+  (what the op runs, without its layout conversion; decode on the CPU: the C++ loop nest of
+  ``kernels/attention/cpu_decode.py``);
+* ``inductor`` (decode): ``paged.decode_core`` compiled by Inductor, the fused decode used
+  off the CPU, on the same problem.
 
 ``bytes_moved`` is one read of q, k, v (the cache, for decode) and one write of the output: the
 runner's floor is the time of a plain copy of that many bytes.  Run as
@@ -31,7 +34,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..kernels.attention import dense_attention, paged_attention
+from ..kernels.attention import dense_attention, paged, paged_attention
 from ..ops.attention.fused_infer_attention_score import npu_fused_infer_attention_score
 from ..ops.attention.problem import UNBOUNDED, AttentionProblem
 from .registry import Case, register
@@ -167,15 +170,25 @@ def ours_decode(q, key_cache, value_cache, table):
     return out
 
 
-def kernel_decode(q, key_cache, value_cache, table):
+def _decode_problem(q, key_cache, value_cache, table) -> AttentionProblem:
     shape = (key_cache.shape[0], BLOCK_SIZE, KV_HEADS, HEAD_DIM)
-    problem = AttentionProblem(
+    return AttentionProblem(
         query=q.view(DECODE_BATCH, 1, HEADS, HEAD_DIM).transpose(1, 2), q_lens=[1] * DECODE_BATCH,
         kv_lens=[DECODE_CONTEXT] * DECODE_BATCH, scale=SCALE, key_cache=key_cache.view(shape),
         value_cache=value_cache.view(shape), block_table=table, block_size=BLOCK_SIZE,
         pre_tokens=UNBOUNDED, next_tokens=UNBOUNDED)
-    out, _ = paged_attention(problem)
+
+
+def kernel_decode(q, key_cache, value_cache, table):
+    out, _ = paged_attention(_decode_problem(q, key_cache, value_cache, table))
     return out.transpose(1, 2).reshape(DECODE_BATCH, 1, HEADS * HEAD_DIM).to(q.dtype)
+
+
+def inductor_decode(q, key_cache, value_cache, table):
+    """The Inductor-compiled ``decode_core`` (the fused path off the CPU), for comparison."""
+    args = paged._decode_args(_decode_problem(q, key_cache, value_cache, table))
+    out, _ = paged._compiled_decode.run(*args)
+    return out.reshape(DECODE_BATCH, 1, HEADS * HEAD_DIM).to(q.dtype)
 
 
 def _decode_case(dtype: torch.dtype) -> Case:
@@ -186,7 +199,7 @@ def _decode_case(dtype: torch.dtype) -> Case:
         preset=f"decode {DECODE_BATCH}x{DECODE_CONTEXT} bs{BLOCK_SIZE}", dtype=dtype,
         make_inputs=lambda device: _decode_inputs(dtype, device), bytes_moved=nbytes,
         contenders={"naive": naive_decode, "sdpa": sdpa_decode, "npu_anywhere": ours_decode,
-                    "kernel": kernel_decode},
+                    "kernel": kernel_decode, "inductor": inductor_decode},
         check="naive")
 
 

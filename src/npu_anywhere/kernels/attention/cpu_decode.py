@@ -141,10 +141,12 @@ inline void value_tile(int64_t gt, const float* e, int64_t e_stride, const T* v,
     }
 }
 
-// Fetch rows [r0, r1) of a block (row_bytes apart, span bytes each) towards the caches.
+// Fetch rows [r0, r1) of a block (row_bytes apart, span bytes each) into L2, a block ahead of
+// their use (into L1 that far ahead they evict the scores and the query: measured 20% slower;
+// no software prefetch at all: 40% slower, the blocks being scattered).
 inline void prefetch_rows(const char* block, int64_t r0, int64_t r1, int64_t row_bytes, int64_t span) {
     for (int64_t r = r0; r < r1; ++r)
-        for (int64_t off = 0; off < span; off += 64) __builtin_prefetch(block + r * row_bytes + off, 0, 3);
+        for (int64_t off = 0; off < span; off += 64) __builtin_prefetch(block + r * row_bytes + off, 0, 2);
 }
 
 // exp(s - max) of one score row in place, rounded to the probabilities dtype after the sum.
