@@ -218,3 +218,20 @@ def _permute() -> None:
 
 
 _permute()
+
+
+def _re_routing() -> None:
+    e = _entry("npu_moe_re_routing")
+    counts = lambda dtype=torch.int64: torch.tensor([[2, 0, 1], [1, 3, 0]], dtype=dtype)
+    e.samples += [
+        Sample("fp16_scales", lambda: ((torch.randn(7, 6).half(), counts()),
+                                       {"per_token_scales": torch.rand(7)})),
+        Sample("int8_int32_counts", lambda: ((torch.randint(-9, 9, (7, 4), dtype=torch.int8),
+                                              counts(torch.int32)), {})),
+    ]
+    e.errors.append(ErrorSample("idx_type", lambda: ((torch.randn(7, 6).half(), counts()),
+                                                     {"idx_type": 1}), ValueError,
+                                "npu_moe_re_routing: expected idx_type 0"))
+
+
+_re_routing()
