@@ -146,3 +146,5 @@ def test_int4_rules():
         v2(x4, [wp], [ws], xs, gl)
     with pytest.raises(RuntimeError, match="expected smooth_scale shape \\(3, 8\\) or \\(3,\\)"):
         v2(x4, [wp], [ws], xs, gl, smooth_scale=torch.ones(E, N))
+    with na.strict("950"), pytest.raises(ValueError, match="A8W4 / A4W4 are A2 / A3 forms"):
+        v2(x, [wp], [ws], xs, gl, weight_assist_matrix=assist)

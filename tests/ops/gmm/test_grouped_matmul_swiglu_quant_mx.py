@@ -105,6 +105,11 @@ def test_mx_rules():
         v2(x, [w], [ws], xs, gl, **{**mx_args, "quant_dtype": torch.int8})
     with pytest.raises(NotImplementedError, match="expected x_dtype None"):
         v2(x, [w], [ws], xs, gl, **mx_args, x_dtype=dtypes.FLOAT4_E2M1FN_X2)
+    with na.strict("A2"), pytest.raises(ValueError, match="float8 / MX forms are Ascend 950"):
+        v2(x, [w], [ws], xs, gl, **mx_args)
+    with na.strict("950"):
+        y, _ = v2(x, [w], [ws], xs, gl, **mx_args)
+    assert y.shape == (M, N // 2)
 
 
 def test_mx_under_fake_tensor():

@@ -111,11 +111,20 @@ def check_swiglu_quant_v2(x, weight, weight_scale, x_scale, group_list, *, smoot
                           tuning_config=None, x_dtype=None, weight_dtype=None,
                           weight_scale_dtype=None, x_scale_dtype=None):
     op = OP_V2
-    targets.expect_supported(op, _SUPPORTED_V2)
+    product = targets.expect_supported(op, _SUPPORTED_V2)
     glt = 0 if group_list_type is None else group_list_type
     checks.expect(glt in (0, 1), op, "group_list_type", "0 (cumsum) or 1 (counts)",
                   repr(group_list_type), ValueError)
-    if swiglu_quant_mx.is_mx(x, weight_scale_dtype, x_scale_dtype, quant_mode, dequant_mode):
+    mx_form = swiglu_quant_mx.is_mx(x, weight_scale_dtype, x_scale_dtype, quant_mode,
+                                    dequant_mode)
+    # The doc's product tables: MX on Ascend 950 only; A8W4 / A4W4 on A2 / A3 only.
+    checks.expect(not (mx_form and product in (Product.A2, Product.A3)), op, "x",
+                  "int8 on A2 / A3 (the float8 / MX forms are Ascend 950's)", x.dtype,
+                  ValueError)
+    checks.expect(not (product == Product.ASCEND_950 and weight[0].dtype == torch.int32), op,
+                  "weight", "int8 or float8 on Ascend 950 (A8W4 / A4W4 are A2 / A3 forms)",
+                  weight[0].dtype, ValueError)
+    if mx_form:
         e = swiglu_quant_mx.check(op, x, weight, weight_scale, x_scale, quant_dtype, quant_mode,
                                   dequant_mode, x_dtype, weight_dtype, weight_scale_dtype,
                                   x_scale_dtype)
