@@ -197,17 +197,6 @@ def test_strict_products():
         na.npu_quant_matmul(*args, **kw)
 
 
-def test_fake_shape():
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    args, kw = _args(m=2, k=256, n=16)
-    with FakeTensorMode() as mode:
-        fargs = [mode.from_tensor(a) for a in args]
-        fkw = {key: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
-               for key, v in kw.items()}
-        out = torch.ops.npu.npu_quant_matmul(*fargs, **fkw)
-    assert out.shape == (2, 16) and out.dtype == F16
-
-
 def test_single_word_weight_with_odd_strides():
     """A (k, 1) packed weight counts as contiguous whatever its last stride (here k)."""
     x1, w, s, words, offset, pts = make(2, 256, 8, 1, seed=3)
