@@ -55,9 +55,6 @@ def _forward() -> None:
             input_ids=torch.tensor([2, 0, 3, 2, 1]),
             tid2eid=torch.tensor([[1, 4, 9], [15, 0, 7], [3, 3, 2], [8, 12, 5]],
                                  dtype=torch.int32), norm_type=1, routed_scaling_factor=1.5))),
-        Sample("hash_softmax_int32_ids_bias", lambda: ((_x(4, 8, torch.bfloat16), 2), dict(
-            bias=_x(1, 8, torch.bfloat16, seed=2)[0], input_ids=torch.tensor(
-                [1, 1, 0, 2], dtype=torch.int32), tid2eid=torch.tensor([[7, 0], [2, 5], [6, 1]])))),
     ]
 
 
