@@ -5,9 +5,9 @@ Why not Inductor here: decode is ``[g, D] x [D, tokens]`` per KV head with ``g =
 (``paged.decode_core``) keep the block-table lookup, the ``P @ V`` reduction over tokens and
 the value rows strided by ``Nkv * Dv`` in their innermost loop, which is several times the
 cost of reading the cache.  This kernel reads every cached token row once, whole and in
-order (a 2 KiB row of all KV heads at llama sizes: reading only one head's 256 bytes of each
-row defeats the hardware prefetchers and measured 2x slower), with the next block's rows
-prefetched while one block is worked on.
+order (a 2 KiB row of all KV heads at llama sizes; tasks that each read half of every row
+measured 1.4x slower, a quarter 1.9x: partial rows defeat the hardware prefetchers), with the
+next block's rows prefetched while one block is worked on.
 
 Per batch (one OpenMP task; a batch's heads are split over tasks only when there are fewer
 batches than threads), with ``Hc * g`` query rows of float32::
@@ -84,7 +84,8 @@ inline float sum_all(const VecN& x) {
 }
 
 inline float max_all(const VecN& x) {
-    return at::vec::vec_reduce_all<float, 2>([](Vec& a, Vec& b) { return at::vec::maximum(a, b); }, x);
+    return at::vec::vec_reduce_all<float, 2>(
+        [](Vec& a, Vec& b) { return at::vec::maximum(a, b); }, x);
 }
 
 // GT query rows (q, D floats apart) against one key row: GT scores, s_stride apart.
@@ -96,7 +97,8 @@ inline void score_rows(const float* q, int64_t D, const T* k, float scale, float
     for (int64_t d = 0; d < D; d += W) {
         const int64_t c = std::min(W, D - d);
         const VecN kv = load_float(k + d, c);
-        for (int j = 0; j < GT; ++j) acc[j] = at::vec::fmadd(load_float(q + j * D + d, c), kv, acc[j]);
+        for (int j = 0; j < GT; ++j)
+            acc[j] = at::vec::fmadd(load_float(q + j * D + d, c), kv, acc[j]);
     }
     for (int j = 0; j < GT; ++j) s[j * s_stride] = scale * sum_all(acc[j]);
 }
@@ -112,7 +114,8 @@ inline void add_values(const float* e, int64_t e_stride, const T* v, int64_t v_s
         for (int j = 0; j < GT; ++j) acc[j] = VecN::loadu(acc_rows + j * Dv + d, c);
         for (int64_t i = 0; i < n; ++i) {
             const VecN vv = load_float(v + i * v_stride + d, c);
-            for (int j = 0; j < GT; ++j) acc[j] = at::vec::fmadd(VecN(e[j * e_stride + i]), vv, acc[j]);
+            for (int j = 0; j < GT; ++j)
+                acc[j] = at::vec::fmadd(VecN(e[j * e_stride + i]), vv, acc[j]);
         }
         for (int j = 0; j < GT; ++j) acc[j].store(acc_rows + j * Dv + d, c);
     }
@@ -144,9 +147,11 @@ inline void value_tile(int64_t gt, const float* e, int64_t e_stride, const T* v,
 // Fetch rows [r0, r1) of a block (row_bytes apart, span bytes each) into L2, a block ahead of
 // their use (into L1 that far ahead they evict the scores and the query: measured 20% slower;
 // no software prefetch at all: 40% slower, the blocks being scattered).
-inline void prefetch_rows(const char* block, int64_t r0, int64_t r1, int64_t row_bytes, int64_t span) {
+inline void prefetch_rows(const char* block, int64_t r0, int64_t r1, int64_t row_bytes,
+                          int64_t span) {
     for (int64_t r = r0; r < r1; ++r)
-        for (int64_t off = 0; off < span; off += 64) __builtin_prefetch(block + r * row_bytes + off, 0, 2);
+        for (int64_t off = 0; off < span; off += 64)
+            __builtin_prefetch(block + r * row_bytes + off, 0, 2);
 }
 
 // exp(s - max) of one score row in place, rounded to the probabilities dtype after the sum.
@@ -190,30 +195,36 @@ void decode_task(const float* q, const T* kc, const T* vc, const int64_t* table,
         const int64_t n = std::min(bs, L - p * bs);
         const T* base = kc + (table[p] * bs * H + h0) * D;
         const int64_t next_rows = p + 1 < blocks ? std::min(bs, L - (p + 1) * bs) : 0;
-        const char* next = reinterpret_cast<const char*>(kc + (table[std::min(p + 1, blocks - 1)] * bs * H + h0) * D);
+        const int64_t next_id = table[std::min(p + 1, blocks - 1)];
+        const char* next = reinterpret_cast<const char*>(kc + (next_id * bs * H + h0) * D);
         for (int64_t i = 0; i < n; ++i) {
-            if (i < next_rows) prefetch_rows(next, i, i + 1, key_row * sizeof(T), Hc * D * sizeof(T));
+            if (i < next_rows)
+                prefetch_rows(next, i, i + 1, key_row * sizeof(T), Hc * D * sizeof(T));
             const T* row = base + i * key_row;
             for (int64_t hh = 0; hh < Hc; ++hh)
                 for (int64_t g0 = 0; g0 < G; g0 += 4)
-                    score_tile<T>(std::min<int64_t>(4, G - g0), q + (hh * G + g0) * D, D, row + hh * D,
-                                  scale, s + (hh * G + g0) * stride + p * bs + i, stride);
+                    score_tile<T>(std::min<int64_t>(4, G - g0), q + (hh * G + g0) * D, D,
+                                  row + hh * D, scale,
+                                  s + (hh * G + g0) * stride + p * bs + i, stride);
         }
     }
-    for (int64_t r = 0; r < rows; ++r) softmax_row(s + r * stride, L, rounding, lse + r, sums + r);
+    for (int64_t r = 0; r < rows; ++r)       // lse holds the row maximum until the end
+        softmax_row(s + r * stride, L, rounding, lse + r, sums + r);
     for (int64_t x = 0; x < rows * Dv; ++x) acc[x] = 0.f;
     for (int64_t p = 0; p < blocks; ++p) {
         const int64_t n = std::min(bs, L - p * bs);
         const T* base = vc + (table[p] * bs * H + h0) * Dv;
         const int64_t next_rows = p + 1 < blocks ? std::min(bs, L - (p + 1) * bs) : 0;
-        const char* next = reinterpret_cast<const char*>(vc + (table[std::min(p + 1, blocks - 1)] * bs * H + h0) * Dv);
+        const int64_t next_id = table[std::min(p + 1, blocks - 1)];
+        const char* next = reinterpret_cast<const char*>(vc + (next_id * bs * H + h0) * Dv);
         for (int64_t hh = 0; hh < Hc; ++hh) {
             // this head's share of the next block's rows
-            prefetch_rows(next, hh * next_rows / Hc, (hh + 1) * next_rows / Hc, value_row * sizeof(T),
-                          Hc * Dv * sizeof(T));
+            prefetch_rows(next, hh * next_rows / Hc, (hh + 1) * next_rows / Hc,
+                          value_row * sizeof(T), Hc * Dv * sizeof(T));
             for (int64_t g0 = 0; g0 < G; g0 += 4)
-                value_tile<T>(std::min<int64_t>(4, G - g0), s + (hh * G + g0) * stride + p * bs, stride,
-                              base + hh * Dv, value_row, n, Dv, acc + (hh * G + g0) * Dv);
+                value_tile<T>(std::min<int64_t>(4, G - g0), s + (hh * G + g0) * stride + p * bs,
+                              stride, base + hh * Dv, value_row, n, Dv,
+                              acc + (hh * G + g0) * Dv);
         }
     }
     for (int64_t r = 0; r < rows; ++r) {
@@ -224,8 +235,9 @@ void decode_task(const float* q, const T* kc, const T* vc, const int64_t* table,
 }
 
 template <typename T>
-void decode(const float* q, const T* kc, const T* vc, const int64_t* table, const int64_t* kv_lens,
-            float* out, float* lse, int64_t B, int64_t P, int64_t bs, int64_t H, int64_t G,
+void decode(const float* q, const T* kc, const T* vc, const int64_t* table,
+            const int64_t* kv_lens, float* out, float* lse, int64_t B, int64_t P, int64_t bs,
+            int64_t H, int64_t G,
             int64_t D, int64_t Dv, int64_t Hc, int64_t stride, float scale, int64_t rounding) {
     const int64_t splits = H / Hc;
     const int64_t rows = Hc * G;
@@ -237,16 +249,19 @@ void decode(const float* q, const T* kc, const T* vc, const int64_t* table, cons
         #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < B * splits; ++task) {
             const int64_t b = task / splits, h0 = (task % splits) * Hc;
-            const int64_t L = std::max<int64_t>(0, std::min(kv_lens[b], std::min(P * bs, stride)));
+            const int64_t L =
+                std::max<int64_t>(0, std::min(kv_lens[b], std::min(P * bs, stride)));
             float* o = out + (b * H + h0) * G * Dv;
             float* ls = lse + (b * H + h0) * G;
             if (L == 0) {
                 for (int64_t x = 0; x < rows * Dv; ++x) o[x] = 0.f;
-                for (int64_t r = 0; r < rows; ++r) ls[r] = -std::numeric_limits<float>::infinity();
+                for (int64_t r = 0; r < rows; ++r)
+                    ls[r] = -std::numeric_limits<float>::infinity();
                 continue;
             }
-            decode_task<T>(q + (b * H + h0) * G * D, kc, vc, table + b * P, bs, H, h0, Hc, G, D, Dv, L,
-                           stride, scale, rounding, s.get(), acc.get(), sums.get(), o, ls);
+            decode_task<T>(q + (b * H + h0) * G * D, kc, vc, table + b * P, bs, H, h0, Hc, G,
+                           D, Dv, L, stride, scale, rounding, s.get(), acc.get(), sums.get(), o,
+                           ls);
         }
     }
 }
@@ -258,20 +273,15 @@ extern "C" void kernel(const float* q, const void* kc, const void* vc, const int
                        int64_t bs, int64_t H, int64_t G, int64_t D, int64_t Dv, int64_t Hc,
                        int64_t stride, float scale, int64_t rounding, int64_t cache_type) {
     using namespace npu_anywhere_decode;
+#define NPU_ANYWHERE_DECODE(T)                                                               \
+    decode<T>(q, static_cast<const T*>(kc), static_cast<const T*>(vc), table, kv_lens, out,   \
+              lse, B, P, bs, H, G, D, Dv, Hc, stride, scale, rounding)
     switch (cache_type) {
-        case 0:
-            decode<at::BFloat16>(q, static_cast<const at::BFloat16*>(kc), static_cast<const at::BFloat16*>(vc),
-                                 table, kv_lens, out, lse, B, P, bs, H, G, D, Dv, Hc, stride, scale, rounding);
-            break;
-        case 1:
-            decode<at::Half>(q, static_cast<const at::Half*>(kc), static_cast<const at::Half*>(vc),
-                             table, kv_lens, out, lse, B, P, bs, H, G, D, Dv, Hc, stride, scale, rounding);
-            break;
-        default:
-            decode<float>(q, static_cast<const float*>(kc), static_cast<const float*>(vc),
-                          table, kv_lens, out, lse, B, P, bs, H, G, D, Dv, Hc, stride, scale, rounding);
-            break;
+        case 0: NPU_ANYWHERE_DECODE(at::BFloat16); break;
+        case 1: NPU_ANYWHERE_DECODE(at::Half); break;
+        default: NPU_ANYWHERE_DECODE(float); break;
     }
+#undef NPU_ANYWHERE_DECODE
 }
 """
 
