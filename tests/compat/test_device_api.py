@@ -184,6 +184,41 @@ def test_switches_scripts_set_are_accepted(npu):
     assert npu.is_initialized() and npu.init() is None
 
 
+def test_switches_live_in_torch_npus_option_table(npu):
+    """What op-plugin's tests do in setUp / tearDown: save an option as bytes, set the switch,
+    restore it from the saved bytes (any truthy value enables, as in torch_npu)."""
+    import torch_npu
+    saved = torch_npu._C._npu_getOption("ALLOW_INTERNAL_FORMAT")
+    try:
+        npu.config.allow_internal_format = True
+        assert torch_npu._C._npu_getOption("ALLOW_INTERNAL_FORMAT") == b"enable"
+        assert npu.config.allow_internal_format is True
+        npu.config.allow_internal_format = False
+        assert torch_npu._C._npu_getOption("ALLOW_INTERNAL_FORMAT") == b"disable"
+        assert npu.config.allow_internal_format is False
+        torch_npu._C._npu_setOption({"ALLOW_MATMUL_HF32": "enable"})
+        assert npu.matmul.allow_hf32 is True
+        torch_npu._C._npu_setOption({"ALLOW_MATMUL_HF32": "disable"})
+        assert npu.matmul.allow_hf32 is False
+        assert torch_npu._C._npu_getOption("NO_SUCH_OPTION_EVER_SET") is None
+        with pytest.raises(TypeError, match="_npu_setOption: expected options a dict"):
+            torch_npu._C._npu_setOption("ALLOW_MATMUL_HF32")
+    finally:
+        npu.config.allow_internal_format = saved == b"enable"
+
+
+def test_get_npu_format_answers_with_the_format_enum(npu):
+    import torch_npu
+    weight = torch.randn(64, 32)
+    nz = torch_npu.npu_format_cast(weight, 29)
+    assert torch_npu.get_npu_format(nz) == torch_npu.Format.FRACTAL_NZ
+    assert isinstance(torch_npu.get_npu_format(nz), torch_npu.Format)
+    assert str(torch_npu.get_npu_format(nz)) == "FRACTAL_NZ"
+    assert torch_npu.get_npu_format(weight) == torch_npu.Format.ND == 2
+    assert torch_npu.get_npu_format(torch.zeros(1, 2, 3, 4)) is torch_npu.Format.NCHW
+    assert torch_npu.npu_format_cast(weight, torch_npu.Format.FRACTAL_NZ).shape == weight.shape
+
+
 def test_after_a_full_install_and_uninstall_torch_still_compiles_and_seeds_quietly():
     """The renamed backend stays torch's accelerator: uninstall leaves an inert torch.npu so
     that torch.accelerator (asked on every compile) and torch.manual_seed keep working."""

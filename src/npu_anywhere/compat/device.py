@@ -20,6 +20,7 @@ from typing import Any, Optional
 import torch
 
 from .. import targets
+from . import options
 
 _claim_npu = os.environ.get("NPU_ANYWHERE_CLAIM_NPU", "") not in ("", "0", "false", "False")
 # torch.cuda as it was before transfer_to_npu patched it (the CUDA stand-in calls these).
@@ -320,15 +321,12 @@ memory_summary = _cuda_or("memory_summary", "npu_anywhere: the stand-in device i
                           "its memory is not tracked.")
 
 
-class _Config:
-    allow_internal_format = False
-
-
-config = _Config()
-# torch.npu.matmul.allow_hf32 / torch.npu.conv.allow_hf32: HF32 switches that training scripts
-# set; recorded only (the CPU has no HF32).
-matmul = types.SimpleNamespace(allow_hf32=False)
-conv = types.SimpleNamespace(allow_hf32=True)
+# torch.npu.config.allow_internal_format, torch.npu.matmul.allow_hf32, torch.npu.conv.allow_hf32:
+# switches that scripts set and test suites save and restore, kept in torch_npu's option table
+# (torch_npu._C._npu_getOption reads the same values); recorded only.
+config = options.Config()
+matmul = options.MatmulConfig()
+conv = options.ConvConfig()
 
 API = ("is_available", "device_count", "current_device", "set_device", "device", "device_of",
        "is_initialized", "init", "_lazy_init", "synchronize", "set_compile_mode",

@@ -18,7 +18,7 @@ import torch
 
 from .. import dtypes, library
 from .. import ops as _ops
-from . import unimplemented
+from . import options, unimplemented
 from .unimplemented import NotImplementedOpError, documented_ops  # noqa: F401  (re-exported)
 
 
@@ -53,9 +53,21 @@ def make_torch_npu(device_module: types.ModuleType) -> types.ModuleType:
         setattr(module, dtype_name, code)
     module.__getattr__ = _module_getattr("torch_npu", _ops.TORCH_NPU_FUNCTIONS,
                                          library.TORCH_NPU_NS, {"torch_npu", "custom"})
-    # torch_npu._C: the one private hook scripts call (_npu_get_soc_version, to pick layouts).
+    # torch_npu's storage-format enum, and get_npu_format answering with its members (as
+    # torch_npu patches it), so `get_npu_format(w) == torch_npu.Format.FRACTAL_NZ` works.
+    module.Format = options.Format
+    plain_get_format = _ops.TORCH_NPU_FUNCTIONS.get("get_npu_format")
+    if plain_get_format is not None:
+        def get_npu_format(tensor):
+            return options.as_format(plain_get_format(tensor))
+        get_npu_format.__doc__ = plain_get_format.__doc__
+        module.get_npu_format = get_npu_format
+    # torch_npu._C: the private hooks scripts and test suites call: the SoC version (to pick
+    # layouts) and the option table (saved in setUp, restored in tearDown).
     module._C = types.ModuleType("torch_npu._C", "torch_npu._C (npu_anywhere shim)")
     module._C._npu_get_soc_version = device_module.get_soc_version
+    module._C._npu_setOption = options.set_option
+    module._C._npu_getOption = options.get_option
     return module
 
 
