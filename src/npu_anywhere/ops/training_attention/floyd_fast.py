@@ -124,5 +124,15 @@ def backward(grad_output, query_ik, key_ij, value_ij, key_jk, value_jk, attentio
             dk_jk[i].baddbmm_(ds_h[i].permute(1, 2, 0), q_h[i].transpose(0, 1), alpha=scale)
             dv_jk[i].baddbmm_(p_h[i].permute(1, 2, 0), do_h[i].transpose(0, 1))
     dtype = query_ik.dtype
-    as_input = lambda g: g.view(b, h, n, k, d).transpose(2, 3).to(dtype).contiguous()  # noqa
-    return dq.to(dtype), dk_ij.to(dtype), dv_ij.to(dtype), as_input(dk_jk), as_input(dv_jk)
+    return (dq.to(dtype), dk_ij.to(dtype), dv_ij.to(dtype), _as_pivot(dk_jk, key_jk),
+            _as_pivot(dv_jk, value_jk))
+
+
+def _as_pivot(g: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A ``[BH, N, K, D]`` accumulator as a contiguous ``[B, H, K, N, D]`` grad of ``like``'s
+    dtype, transposed and rounded in one pass (``.to`` keeps the transposed strides, so
+    ``.to(dtype).contiguous()`` would copy the score-sized tensor twice)."""
+    b, h, k, n, d = like.shape
+    out = torch.empty((b, h, k, n, d), dtype=like.dtype, device=like.device)
+    out.copy_(g.view(b, h, n, k, d).transpose(2, 3))
+    return out
