@@ -19,6 +19,12 @@ an alibi pse, which run on the op's tiled provider.
 is one read of q, k, v and one write of the output.  ``python -m
 npu_anywhere.bench.training_attention [filter]`` prints median times and the peak extra
 resident memory of each contender, each in a fresh process.
+
+On an oversubscribed CPU (more runnable threads than cores) every PyTorch call of a
+multi-threaded process may wait for its worker threads, whatever its size (measured: a 8K
+element ``exp`` took ~20 ms with 2 threads at load 11, 0.1 ms with one): the tiled provider,
+a few dozen calls per tile, then loses ground to SDPA's single call.  ``--threads 1`` compares
+the work itself.
 """
 
 from __future__ import annotations
