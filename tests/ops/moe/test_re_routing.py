@@ -72,3 +72,19 @@ def test_bad_inputs():
     with na.strict("A2"):
         with pytest.raises(TypeError, match="npu_moe_re_routing: expected tokens dtype in"):
             f(tokens.float(), counts)
+
+
+def test_byte_tokens_move_unchanged():
+    # Ascend 950: hifloat8 / float4 tokens as uint8 bytes, named by tokens_dtype (290: hifloat8).
+    counts = torch.tensor([[1, 1], [2, 0]], dtype=torch.int32)
+    tokens = torch.tensor([[1, 2], [3, 4], [5, 6], [7, 8]], dtype=torch.uint8)
+    out, _, idx, per_expert = na.npu_moe_re_routing(tokens, counts, tokens_dtype=290)
+    want, _, want_idx, want_counts = golden(tokens, counts)
+    assert out.dtype == torch.uint8 and torch.equal(out, want) and idx.tolist() == want_idx
+    with pytest.raises(TypeError, match="npu_moe_re_routing: expected tokens dtype in"):
+        na.npu_moe_re_routing(tokens.to(torch.float16), counts, tokens_dtype=290)
+    with pytest.raises(ValueError, match="npu_moe_re_routing: expected tokens_dtype one of"):
+        na.npu_moe_re_routing(tokens, counts, tokens_dtype=1)
+    with na.strict("A2"):
+        with pytest.raises(Exception, match="npu_moe_re_routing"):
+            na.npu_moe_re_routing(tokens, counts, tokens_dtype=290)

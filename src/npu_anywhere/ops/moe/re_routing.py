@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from ... import checks, targets
+from ... import checks, dtypes, targets
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 
@@ -31,6 +31,8 @@ SCHEMA = ("npu_moe_re_routing(Tensor tokens, Tensor expert_token_num_per_rank, *
           "int? tokens_dtype=None) -> (Tensor, Tensor, Tensor, Tensor)")
 
 _SUPPORTED = frozenset({Product.A2, Product.A3})
+_SUPPORTED_BYTES = frozenset({Product.ASCEND_950})      # op-plugin's hifloat8 / float4 tests
+_BYTE_TOKEN_DTYPES = (dtypes.HIFLOAT8, dtypes.FLOAT4_E2M1FN_X2, dtypes.FLOAT4_E1M2FN_X2)
 _TOKEN_DTYPES = (torch.float16, torch.bfloat16, torch.int8)
 _MAX_HIDDEN = 16384
 
@@ -38,7 +40,12 @@ _MAX_HIDDEN = 16384
 def check_re_routing(tokens, expert_token_num_per_rank, *, per_token_scales=None,
                      expert_token_num_type=1, idx_type=0, tokens_dtype=None):
     product = targets.current()
-    allowed = _TOKEN_DTYPES if product is not None else _TOKEN_DTYPES + (torch.float32,)
+    if tokens_dtype is None:
+        allowed = _TOKEN_DTYPES if product is not None else _TOKEN_DTYPES + (torch.float32,)
+    else:
+        # Ascend 950: hifloat8 / float4 tokens travel as their uint8 bytes (moved unchanged).
+        checks.expect_one_of(tokens_dtype, _BYTE_TOKEN_DTYPES, OP, "tokens_dtype")
+        allowed = (torch.uint8,)
     checks.expect_dtype(tokens, allowed, OP, "tokens")
     checks.expect_dim(tokens, 2, OP, "tokens")
     checks.expect(0 < tokens.shape[1] < _MAX_HIDDEN, OP, "tokens",
@@ -57,14 +64,11 @@ def check_re_routing(tokens, expert_token_num_per_rank, *, per_token_scales=None
                   ValueError)
     checks.expect(idx_type == 0, OP, "idx_type", "0 (gather index, the only one supported)",
                   repr(idx_type), ValueError)
-    # tokens_dtype names hifloat8 / float4 tokens carried in uint8 (Ascend 950 only).
-    checks.expect(tokens_dtype is None, OP, "tokens_dtype", "None (hifloat8 / float4 tokens "
-                  "are not emulated)", repr(tokens_dtype), NotImplementedError)
     named = {"tokens": tokens, "expert_token_num_per_rank": expert_token_num_per_rank}
     if per_token_scales is not None:
         named["per_token_scales"] = per_token_scales
     checks.expect_same_device(named, OP)
-    targets.expect_supported(OP, _SUPPORTED)
+    targets.expect_supported(OP, _SUPPORTED if tokens_dtype is None else _SUPPORTED_BYTES)
 
 
 def _gather_index(counts: torch.Tensor, rows: int) -> torch.Tensor:
@@ -130,7 +134,8 @@ def npu_moe_re_routing(tokens, expert_token_num_per_rank, *, per_token_scales=No
     idx_type : int
         Only 0 (gather index).
     tokens_dtype : int, optional
-        Only None (the 950's hifloat8 / float4 tokens are not emulated).
+        None, or (Ascend 950) torch_npu.hifloat8 / float4_e2m1fn_x2 / float4_e1m2fn_x2 for
+        uint8 ``tokens`` holding those bytes, which are moved unchanged (uint8 out).
 
     Returns
     -------
