@@ -149,8 +149,10 @@ def _fusion_attention_fake(*args, **kwargs):
         return (*outs, 0, 0, 0)
     if a["seed"] != 0 or a["offset"] != 0 or a["dropout_mask"] is not None:
         return (*outs, a["seed"], a["offset"], fa_core.numels(p))
+    # both drawn at run time: the generator's seed, and an offset that is 0 only on the first
+    # draw after manual_seed
     ctx = torch.library.get_ctx()
-    return (*outs, ctx.new_dynamic_size(), 0, fa_core.numels(p))
+    return (*outs, ctx.new_dynamic_size(), ctx.new_dynamic_size(), fa_core.numels(p))
 
 
 def _flash_fusion_attention(*args, **kwargs):
