@@ -21,7 +21,8 @@ def golden(tokens, counts, scales=None):
     order = [src_start[i, j] + r for j in range(experts) for i in range(ranks)
              for r in range(c[i][j])]
     rows = [tokens[s] for s in order]
-    out_scales = torch.ones(len(order)) if scales is None else torch.stack([scales[s] for s in order])
+    out_scales = (torch.ones(len(order)) if scales is None
+                  else torch.stack([scales[s] for s in order]))
     per_expert = [sum(c[i][j] for i in range(ranks)) for j in range(experts)]
     return torch.stack(rows), out_scales, order, per_expert
 

@@ -347,9 +347,9 @@ def npu_moe_gating_top_k(x, k, *, bias=None, input_ids=None, tid2eid=None, k_gro
     test_npu_moe_gating_top_k.py): the ids are copied from the table row, then gathered from the
     norm without bias.  That kernel reads the table only in its ungrouped tilings
     (``group_count`` 1 or E, or every group kept); the doc's formula, followed here, lets the
-    table replace the group and expert choice whatever the grouping.  Differentiable in ``y`` w.r.t. ``x`` through
-    :func:`npu_moe_gating_top_k_backward`, which supports the sigmoid mode only (a softmax
-    gradient raises there); ``bias`` gets no gradient, as in derivatives.yaml.
+    table replace the group and expert choice whatever the grouping.  Differentiable in ``y``
+    w.r.t. ``x`` through :func:`npu_moe_gating_top_k_backward`, which supports the sigmoid mode
+    only (a softmax gradient raises there); ``bias`` gets no gradient, as in derivatives.yaml.
 
     Examples
     --------
