@@ -142,15 +142,15 @@ def test_bad_inputs():
     op = na.npu_grouped_matmul_swiglu_quant
     with pytest.raises(ValueError, match=f"{op.__name__}: expected group_list a non-negative"):
         op(x, w, torch.tensor([4, 2, 9]), ws, xs)
-    with pytest.raises(ValueError, match="expected bias None \\(a reserved input\\)"):
+    with pytest.raises(ValueError, match="expected bias None \\(a reserved input with an int8"):
         op(x, w, gl, ws, xs, bias=torch.zeros(E, N, dtype=torch.int32))
     with pytest.raises(RuntimeError, match="expected weight_scale shape \\(3, 10\\)"):
         op(x, w, gl, ws[:, :4], xs)
     with pytest.raises(ValueError, match="expected weight an even n"):
         op(x, w[..., :9], gl, ws[:, :9], xs)
     v2 = na.npu_grouped_matmul_swiglu_quant_v2
-    with pytest.raises(NotImplementedError, match="expected weight int8"):
-        op(x, torch.zeros(E, K, 2, dtype=torch.int32), gl, torch.rand(E, 16), xs)
+    with pytest.raises(TypeError, match="expected weight int8, or int32 packing 8 int4"):
+        op(x, w.to(torch.int16), gl, ws, xs)
     with pytest.raises(ValueError, match="expected quant_dtype int8"):
         v2(x, [w], [ws], xs, gl, quant_dtype=2)
     with pytest.raises(ValueError, match="expected smooth_scale None"):

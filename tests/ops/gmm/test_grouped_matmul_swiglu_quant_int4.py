@@ -148,3 +148,63 @@ def test_int4_rules():
         v2(x4, [wp], [ws], xs, gl, smooth_scale=torch.ones(E, N))
     with na.strict("950"), pytest.raises(ValueError, match="A8W4 / A4W4 are A2 / A3 forms"):
         v2(x, [wp], [ws], xs, gl, weight_assist_matrix=assist)
+
+
+# v1 (npu_grouped_matmul_swiglu_quant) A8W4: the same kernels, ``bias`` as the assist matrix,
+# the mode read off weight_scale's rank, a reserved 0-D offset output.
+v1 = na.npu_grouped_matmul_swiglu_quant
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_v1_a8w4_per_channel_and_per_group_nz(groups):
+    g, _, _, xs = _inputs(groups, seed=3)
+    n = 64                                           # one 64-wide NZ tile of n
+    w = torch.randint(-8, 8, (E, K, n), dtype=torch.int8, generator=g)
+    scales = torch.randint(1, 17, (E, groups, n), generator=g).float() / 256
+    x = torch.randint(-128, 128, (M, K), dtype=torch.int8, generator=g)
+    assist = 8 * torch.einsum("ekn,ekn->en", w.double(),
+                              scales.repeat_interleave(K // groups, 1).double()).float()
+    ws = _scale_words(scales if groups > 1 else scales[:, 0])
+    # op-plugin's layout: the NZ-cast int4 storage viewed as int32 [e, n/64, k/16, 16, 8].
+    nz = _pack_int4(w.reshape(E, K // 16, 16, 1, 64).permute(0, 3, 1, 2, 4))
+    q, scale, offset = v1(x, nz, torch.tensor(COUNTS).cumsum(0), ws, xs, bias=assist)
+    valid = sum(COUNTS)
+    c = torch.zeros(valid, n)
+    for r, e in enumerate(_rows().tolist()):
+        hi, lo = torch.div(x[r:r + 1], 16, rounding_mode="floor"), (x[r:r + 1] & 15) - 8
+        v = _dequant_fp16(hi, w[e], scales[e]) * 16 + _dequant_fp16(lo, w[e], scales[e])
+        c[r] = ((v + assist[e]) * xs[r])[0]
+    a, gate = c[:, :n // 2], c[:, n // 2:]
+    s = a * torch.sigmoid(a) * gate
+    gs = s.abs().amax(-1, keepdim=True) / 127
+    gq = torch.round((s * (torch.ones_like(gs) / gs)).half()).to(torch.int8)
+    assert q.shape == (M, n // 2) and offset.shape == () and offset.dtype == torch.float32
+    assert torch.equal(q[:valid], gq) and torch.equal(scale[:valid], gs.squeeze(-1))
+    assert (q[valid:] == 0).all() and (scale[valid:] == 0).all()
+    # The 3-D packed weight [e, k, n/8] gives the same numbers.
+    q3, s3, _ = v1(x, _pack_int4(w), torch.tensor(COUNTS).cumsum(0), ws, xs, bias=assist)
+    assert torch.equal(q3, q) and torch.equal(s3, scale)
+
+
+def test_v1_a8w4_rules():
+    g, w, scales, xs = _inputs(1)
+    x = torch.randint(-128, 128, (M, K), dtype=torch.int8, generator=g)
+    wp, ws, gl = _pack_int4(w), _scale_words(scales[:, 0]), torch.tensor(COUNTS).cumsum(0)
+    bias = torch.zeros(E, N)
+    name = "npu_grouped_matmul_swiglu_quant"
+    with pytest.raises(ValueError, match=f"{name}: expected bias a float32 \\[e, n\\] tensor"):
+        v1(x, wp, gl, ws, xs)
+    with pytest.raises(RuntimeError, match="expected bias shape \\(3, 16\\)"):
+        v1(x, wp, gl, ws, xs, bias=bias[:, :8])
+    with pytest.raises(TypeError, match="expected bias dtype in"):
+        v1(x, wp, gl, ws, xs, bias=bias.half())
+    with pytest.raises(TypeError, match="expected weight_scale dtype in"):
+        v1(x, wp, gl, scales[:, 0], xs, bias=bias)
+    with pytest.raises(TypeError, match="expected x dtype in"):   # no A4W4 in v1
+        v1(_pack_int4(x.clamp(-8, 7)), wp, gl, ws, xs, bias=bias)
+    with pytest.raises(RuntimeError, match="expected weight_scale shape \\(3, 16\\) or"):
+        v1(x, wp, gl, _scale_words(torch.ones(E, 3, N)), xs, bias=bias)
+    with pytest.raises(ValueError, match="expected group_list 1 to 3 entries"):
+        v1(x, wp, torch.tensor([1, 2, 3, 4]), ws, xs, bias=bias)
+    with na.strict("950"), pytest.raises(RuntimeError, match="supports \\(A2, A3\\)"):
+        v1(x, wp, gl, ws, xs, bias=bias)

@@ -65,9 +65,8 @@ def _check_common(op, x, w, group_list, weight_scale, x_scale, scale_dtypes,
     checks.expect_dtype(x, (torch.int8,), op, "x")
     checks.expect_dim(x, 2, op, "x")
     checks.expect(w.dtype == torch.int8, op, "weight",
-                  "int8 (the int4 A8W4 / A4W4 forms are not emulated)",
-                  lambda: dtypes.name(w.dtype),
-                  NotImplementedError if w.dtype == torch.int32 else TypeError)
+                  "int8, or int32 packing 8 int4 (A8W4)", lambda: dtypes.name(w.dtype),
+                  TypeError)
     checks.expect(w.dim() == 3 or (w.dim() == 5 and tuple(w.shape[3:]) == (NZ_K0, NZ_N0)),
                   op, "weight",
                   "a 3-D [e, k, n] tensor or its 5-D NZ form [e, n/32, k/16, 16, 32]",
@@ -99,10 +98,16 @@ def _check_common(op, x, w, group_list, weight_scale, x_scale, scale_dtypes,
 def check_swiglu_quant(x, weight, group_list, weight_scale, x_scale, *, bias=None,
                        offset=None):
     targets.expect_supported(OP, _SUPPORTED)
-    _check_common(OP, x, weight, group_list, weight_scale, x_scale,
-                  (torch.float32, torch.float16, torch.bfloat16), 0)
-    for name, t in (("bias", bias), ("offset", offset)):
-        checks.expect(t is None, OP, name, "None (a reserved input)", "a tensor", ValueError)
+    if weight.dtype == torch.int32:             # A8W4: packed int4 weight, bias the assist
+        swiglu_quant_int4.check_v1(OP, x, weight, weight_scale, x_scale, bias)
+        _check_group_list(OP, x, group_list, 0, weight.shape[0])
+    else:
+        _check_common(OP, x, weight, group_list, weight_scale, x_scale,
+                      (torch.float32, torch.float16, torch.bfloat16), 0)
+        checks.expect(bias is None, OP, "bias",
+                      "None (a reserved input with an int8 weight)", "a tensor", ValueError)
+    checks.expect(offset is None, OP, "offset", "None (a reserved input)", "a tensor",
+                  ValueError)
 
 
 def check_swiglu_quant_v2(x, weight, weight_scale, x_scale, group_list, *, smooth_scale=None,
@@ -206,7 +211,11 @@ def _segments(op, group_list, group_list_type, x, weight):
 def swiglu_quant_reference(x, weight, group_list, weight_scale, x_scale, *, bias=None,
                            offset=None):
     segs = _segments(OP, group_list, 0, x, weight)
-    c = a8w8_dequant(x, logical_weight(weight), weight_scale, x_scale, segs)
+    if weight.dtype == torch.int32:
+        c = int4_dequant("a8w4", x, swiglu_quant_int4.weight_values(weight), weight_scale,
+                         bias, x_scale, segs)
+    else:
+        c = a8w8_dequant(x, logical_weight(weight), weight_scale, x_scale, segs)
     q, scale = swiglu_quant(c)
     return q, scale, torch.zeros((), dtype=torch.float32, device=x.device)
 
@@ -241,7 +250,9 @@ def _outputs(x, n):
 
 
 def _fake(x, weight, group_list, weight_scale, x_scale, **kwargs):
-    return (*_outputs(x, _logical_kn(weight)[1]), x.new_empty((), dtype=torch.float32))
+    n = (swiglu_quant_int4.logical_kn(weight)[1] if weight.dtype == torch.int32
+         else _logical_kn(weight)[1])
+    return (*_outputs(x, n), x.new_empty((), dtype=torch.float32))
 
 
 def _fake_v2(x, weight, weight_scale, x_scale, group_list, *, weight_scale_dtype=None,
@@ -269,9 +280,16 @@ def npu_grouped_matmul_swiglu_quant(x, weight, group_list, weight_scale, x_scale
 
     Formula (``e(r)``: the group of row r; ``group_list`` is a cumsum)::
 
-        c = float32(x @ weight[e]) * weight_scale[e] * x_scale[r]
+        A8W8: c = float32(x @ weight[e]) * weight_scale[e] * x_scale[r]
+        A8W4: x = 16 * hi + lo + 8;  c = (c_hi * 16 + c_lo + bias[e]) * x_scale[r]
         s = silu(c[:, :n/2]) * c[:, n/2:]
         output = int8(round(s * 127 / max|s|)),  output_scale = max|s| / 127   (per row)
+
+    The A8W4 form (int4 weight) is not on the torch_npu page; its inputs follow
+    ``aclnn_grouped_matmul_swiglu_quant.cpp`` (hicann/ops-transformer) and its steps the
+    ``grouped_matmul_swiglu_quant_a8w4_msd_*.h`` kernels, shared with v2 (see
+    ``ops/gmm/swiglu_quant_core.py``: float16 k-group sums of each half's int32 product times
+    the fp19-read scale).
 
     Parameters
     ----------
@@ -280,15 +298,20 @@ def npu_grouped_matmul_swiglu_quant(x, weight, group_list, weight_scale, x_scale
     weight : Tensor
         int8 ``[e, k, n]`` (the NZ cast real code applies keeps this shape here), n even, or
         the 5-D NZ storage ``[e, n/32, k/16, 16, 32]`` (``W[e, k, n] =
-        w5[e, n // 32, k // 16, k % 16, n % 32]``).
+        w5[e, n // 32, k // 16, k % 16, n % 32]``).  A8W4: int32 ``[e, k, n/8]`` packing 8
+        int4 along n, or its NZ storage ``[e, n/64, k/16, 16, 8]``.
     group_list : Tensor
         int64 ``[e]``, cumulative row counts (at most m).
     weight_scale : Tensor
-        ``[e, n]`` float32, float16 or bfloat16.
+        ``[e, n]`` float32, float16 or bfloat16.  A8W4: int64 words with the float32 scale
+        in the low 32 bits, ``[e, n]`` (per channel) or ``[e, G, n]`` (per k-group).
     x_scale : Tensor
         float32 ``[m]``.
-    bias, offset : None
-        Reserved inputs.
+    bias : Tensor, optional
+        None with an int8 weight (reserved); required with an int4 weight: float32 ``[e, n]``,
+        the assist matrix ``8 * sum_k(weight * scale)`` computed offline.
+    offset : None
+        Reserved input.
 
     Returns
     -------

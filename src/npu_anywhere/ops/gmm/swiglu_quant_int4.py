@@ -1,4 +1,10 @@
-"""npu_grouped_matmul_swiglu_quant_v2's int4-weight forms: A8W4 (MSD) and A4W4.
+"""The int4-weight forms of the grouped matmul SwiGLU quant ops: A8W4 (MSD) and A4W4.
+
+v2 has both; v1 (npu_grouped_matmul_swiglu_quant) has A8W4 only, with ``bias`` in the place of
+``weight_assist_matrix`` and the per-channel / per-group mode read off weight_scale's rank
+(hicann/ops-transformer ``aclnn_grouped_matmul_swiglu_quant.cpp``, whose
+``aclnnGroupedMatmulSwigluQuantWeightNZ`` op-plugin calls; the same
+``grouped_matmul_swiglu_quant_a8w4_msd_{pre,mid,post}.h`` kernels compute both).
 
 Documented by op-plugin's ``torch_npu-npu_grouped_matmul_swiglu_quant_v2.md`` (formulas, shapes,
 "A4W4 场景下 smooth_scale 必填"); numerics in :mod:`.swiglu_quant_core` (kernels
@@ -42,10 +48,8 @@ def weight_values(w: torch.Tensor) -> torch.Tensor:
     return values.permute(0, 2, 3, 1, 4).reshape(e, k, n)
 
 
-def check(op, x, w, weight_scale, x_scale, smooth_scale, weight_assist_matrix,
-          dequant_mode) -> str:
-    """The A8W4 / A4W4 rules; returns the kind.  (group_list is checked by the caller.)"""
-    kind = "a8w4" if x.dtype == torch.int8 else "a4w4"
+def _check_shapes(op, kind, x, w, weight_scale, x_scale) -> tuple[int, int]:
+    """x, weight, weight_scale and x_scale of both int4 forms; returns (e, n)."""
     checks.expect_dtype(x, (torch.int8, torch.int32), op, "x")
     checks.expect_dim(x, 2, op, "x")
     checks.expect(w.dim() == 3 or (w.dim() == 5 and tuple(w.shape[3:]) == (NZ_K0, NZ_WORDS)),
@@ -65,10 +69,43 @@ def check(op, x, w, weight_scale, x_scale, smooth_scale, weight_assist_matrix,
                   and g > 0 and k % g == 0, op, "weight_scale",
                   lambda: f"shape ({e}, {n}) or ({e}, G, {n}) with G dividing k = {k}",
                   lambda: tuple(ws.shape))
-    mode = 0 if dequant_mode is None else dequant_mode
     checks.expect_dtype(x_scale, (torch.float32,), op, "x_scale")
     checks.expect(tuple(x_scale.shape) == (m,), op, "x_scale", lambda: f"shape ({m},)",
                   lambda: tuple(x_scale.shape))
+    for name, t in (("weight", w), ("weight_scale", ws), ("x_scale", x_scale)):
+        checks.expect(t.device == x.device, op, name, f"x's device ({x.device})", t.device)
+    return e, n
+
+
+def _check_assist(op, name, a, x, e, n) -> None:
+    checks.expect_dtype(a, (torch.float32,), op, name)
+    checks.expect(tuple(a.shape) == (e, n), op, name, lambda: f"shape ({e}, {n})",
+                  lambda: tuple(a.shape))
+    checks.expect(a.device == x.device, op, name, f"x's device ({x.device})", a.device)
+
+
+def check_v1(op, x, w, weight_scale, x_scale, bias) -> None:
+    """npu_grouped_matmul_swiglu_quant's A8W4 form (aclnnGroupedMatmulSwigluQuantWeightNZ).
+
+    int8 x only (v1 has no A4W4); per channel or per k-group as weight_scale's rank says (v1
+    has no dequant_mode); ``bias`` is the A8W4 assist matrix and is required ("When x is Int8
+    and weight is int4, bias serves as an auxiliary matrix to weight").
+    """
+    checks.expect_dtype(x, (torch.int8,), op, "x")
+    e, n = _check_shapes(op, "a8w4", x, w, weight_scale, x_scale)
+    checks.expect(bias is not None, op, "bias",
+                  "a float32 [e, n] tensor with an int4 weight (the A8W4 assist matrix, "
+                  "8 * sum_k(weight * scale))", "None", ValueError)
+    _check_assist(op, "bias", bias, x, e, n)
+
+
+def check(op, x, w, weight_scale, x_scale, smooth_scale, weight_assist_matrix,
+          dequant_mode) -> str:
+    """The v2 A8W4 / A4W4 rules; returns the kind.  (group_list is checked by the caller.)"""
+    kind = "a8w4" if x.dtype == torch.int8 else "a4w4"
+    e, n = _check_shapes(op, kind, x, w, weight_scale, x_scale)
+    ws = weight_scale
+    mode = 0 if dequant_mode is None else dequant_mode
     if kind == "a8w4":
         checks.expect(mode == (1 if ws.dim() == 3 else 0), op, "dequant_mode",
                       "0 with a [e, n] weight_scale, 1 with a per-group [e, G, n] one (A8W4)",
@@ -79,10 +116,7 @@ def check(op, x, w, weight_scale, x_scale, smooth_scale, weight_assist_matrix,
                       op, "weight_assist_matrix", "a list of one [e, n] tensor for A8W4",
                       lambda: "None" if weight_assist_matrix is None
                       else f"{len(weight_assist_matrix)} tensors", ValueError)
-        a = weight_assist_matrix[0]
-        checks.expect_dtype(a, (torch.float32,), op, "weight_assist_matrix")
-        checks.expect(tuple(a.shape) == (e, n), op, "weight_assist_matrix",
-                      lambda: f"shape ({e}, {n})", lambda: tuple(a.shape))
+        _check_assist(op, "weight_assist_matrix", weight_assist_matrix[0], x, e, n)
     else:
         checks.expect(mode == 0, op, "dequant_mode", "0 for A4W4", repr(dequant_mode),
                       ValueError)
@@ -94,7 +128,4 @@ def check(op, x, w, weight_scale, x_scale, smooth_scale, weight_assist_matrix,
         checks.expect(tuple(smooth_scale.shape) in ((e, n // 2), (e,)), op, "smooth_scale",
                       lambda: f"shape ({e}, {n // 2}) or ({e},)",
                       lambda: tuple(smooth_scale.shape))
-    tensors = {"weight": w, "weight_scale": ws, "x_scale": x_scale}
-    for name, t in tensors.items():
-        checks.expect(t.device == x.device, op, name, f"x's device ({x.device})", t.device)
     return kind

@@ -139,10 +139,24 @@ def _swiglu_quant() -> None:
         tag = str(dtype).replace("torch.", "")
         e.samples.append(Sample(f"cumsum_{tag}", lambda dtype=dtype: (
             (*base(), torch.tensor([2, 2, 5]), torch.rand(3, 8).to(dtype), torch.rand(6)), {})))
+    # A8W4: packed int4 weight (3-D, and the 5-D NZ storage [e, n/64, k/16, 16, 8] with a
+    # per-group [e, G, n] scale), bias as the assist matrix.
+    e.samples += [
+        Sample("a8w4", lambda: ((_int8(6, 16), _int4_packed(3, 16, 2), torch.tensor([1, 2, 3]),
+                                 _scale_words(3, 16), torch.rand(6)),
+                                {"bias": torch.rand(3, 16)})),
+        Sample("a8w4_nz_per_group", lambda: ((_int8(6, 16), _int4_packed(3, 1, 1, 16, 8),
+                                              torch.tensor([2, 2, 5]), _scale_words(3, 2, 64),
+                                              torch.rand(6)), {"bias": torch.rand(3, 64)})),
+    ]
     e.errors.append(ErrorSample("odd_n", lambda: (
         (_int8(6, 4), _int8(3, 4, 7), torch.tensor([2, 2, 5]), torch.rand(3, 7),
          torch.rand(6)), {}), ValueError,
         "npu_grouped_matmul_swiglu_quant: expected weight an even n"))
+    e.errors.append(ErrorSample("a8w4_without_bias", lambda: (
+        (_int8(6, 16), _int4_packed(3, 16, 2), torch.tensor([1, 2, 3]), _scale_words(3, 16),
+         torch.rand(6)), {}), ValueError,
+        "npu_grouped_matmul_swiglu_quant: expected bias a float32 .e, n. tensor"))
     v2 = _entry("npu_grouped_matmul_swiglu_quant_v2")
     v2.samples += [
         # [1, 2, 3] is valid read as a cumsum and as counts (the fuzz test retypes the mode).
