@@ -283,12 +283,14 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
         (``(..., m, k // 8)``, contiguous, low nibble first).
     x2 : Tensor
         ``(..., k, n)``, 2-D to 6-D, x1's dtype; batch dims broadcast with x1's.  int4: a
-        contiguous ``(k, n // 8)`` or the transpose of a contiguous ``(n, k // 8)``.
+        contiguous ``(k, n // 8)`` or the transpose of a contiguous ``(n, k // 8)``.  A8W4:
+        an int32 ``(k, n // 8)`` of packed int4 with an int8 x1 (2-D both).
     scale : Tensor
         ``(1,)`` or ``(n,)``: float32, bfloat16, or the int64 words of
         ``npu_trans_quant_param`` (fp19 scale and int9 offset).
     offset : Tensor, optional
-        float32 ``(1,)`` or ``(n,)``; int8 x1 and int8 output only.
+        float32 ``(1,)`` or ``(n,)``; int8 x1 and int8 output only.  A8W4: required, float32
+        ``(n,)``, the kernel's ``yOffset``.
     pertoken_scale : Tensor, optional
         float32 ``(m,)``; float16 / bfloat16 outputs only.  A8W4: required, ``(m,)`` (K-C) or ``(m, 1)`` (K-G).
     bias : Tensor, optional
