@@ -93,7 +93,7 @@ def test_bad_inputs(over, error, match):
         op(x, w, **args)
 
 
-def test_int4_weight_not_emulated():
+def test_weight_dtype():
     x, w, scale, *_ = _inputs()
-    with pytest.raises(NotImplementedError, match="expected w int8"):
-        op(x, torch.zeros(E, K, N // 8, dtype=torch.int32), torch.tensor(COUNTS), scale=scale)
+    with pytest.raises(TypeError, match="expected w int8, or int32 packing 8 int4"):
+        op(x, w.to(torch.int16), torch.tensor(COUNTS), scale=scale)

@@ -10,7 +10,8 @@ test_npu_grouped_matmul_finalize_routing.py``, ``supported_op_exec``)::
           += shared_input_weight * float32(shared_input)
 
 Rows past the groups (``sum(group_list) < m``) add nothing.  Output float32 (the only dtype
-op-plugin's ``GroupedMatmulFinalizeRoutingKernelNpuOpApi.cpp`` accepts).
+op-plugin's ``GroupedMatmulFinalizeRoutingKernelNpuOpApi.cpp`` accepts).  The a8w4 form (int4
+weight, bias and offset) is in :mod:`.finalize_routing_a8w4`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ... import checks, dtypes, targets
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...params import accept_alias
 from ...targets import Product
-from . import compute, grouping
+from . import compute, finalize_routing_a8w4, grouping
 
 OP = "npu_grouped_matmul_finalize_routing"
 SCHEMA = ("npu_grouped_matmul_finalize_routing(Tensor x, Tensor w, Tensor group_list, *, "
@@ -40,7 +41,7 @@ def check_finalize_routing(x, w, group_list, *, scale=None, bias=None, offset=No
                            dtype=None, shared_input_weight=1.0, shared_input_offset=0,
                            output_bs=0, group_list_type=1, tuning_config=None, x_dtype=None,
                            w_dtype=None, scale_dtype=None, pertoken_scale_dtype=None):
-    targets.expect_supported(OP, _SUPPORTED)
+    product = targets.expect_supported(OP, _SUPPORTED)
     for name, value in (("x_dtype", x_dtype), ("w_dtype", w_dtype),
                         ("scale_dtype", scale_dtype),
                         ("pertoken_scale_dtype", pertoken_scale_dtype)):
@@ -48,15 +49,20 @@ def check_finalize_routing(x, w, group_list, *, scale=None, bias=None, offset=No
                       "None (hifloat8 / mxfp4 / float8_e8m0 inputs are not emulated)",
                       lambda value=value: dtypes.name(value), NotImplementedError)
     checks.expect_dtype(x, (torch.int8,), OP, "x")
-    checks.expect(w.dtype == torch.int8, OP, "w",
-                  "int8 (the a8w4 int4 form is not emulated)", lambda: dtypes.name(w.dtype),
-                  NotImplementedError if w.dtype == torch.int32 else TypeError)
+    checks.expect(w.dtype in (torch.int8, torch.int32), OP, "w",
+                  "int8, or int32 packing 8 int4 (a8w4)", lambda: dtypes.name(w.dtype),
+                  TypeError)
     checks.expect_dim(x, 2, OP, "x")
-    checks.expect_dim(w, 3, OP, "w")
+    a8w4 = w.dtype == torch.int32
     m, k = x.shape
-    e, n = w.shape[0], w.shape[2]
-    checks.expect(w.shape[1] == k, OP, "w", lambda: f"shape [e, {k}, n] (x's k)",
-                  lambda: f"shape {tuple(w.shape)}")
+    if a8w4:
+        finalize_routing_a8w4.check(OP, x, w, scale, bias, offset, product)
+        e, n = w.shape[0], w.shape[2] * finalize_routing_a8w4.INT4_PER_WORD
+    else:
+        checks.expect_dim(w, 3, OP, "w")
+        e, n = w.shape[0], w.shape[2]
+        checks.expect(w.shape[1] == k, OP, "w", lambda: f"shape [e, {k}, n] (x's k)",
+                      lambda: f"shape {tuple(w.shape)}")
     checks.expect(e <= MAX_EXPERTS, OP, "w", f"at most {MAX_EXPERTS} experts", e, ValueError)
     checks.expect(group_list_type in (0, 1), OP, "group_list_type",
                   "0 (cumsum) or 1 (counts)", repr(group_list_type), ValueError)
@@ -66,14 +72,15 @@ def check_finalize_routing(x, w, group_list, *, scale=None, bias=None, offset=No
                   ValueError)
     checks.expect(dtype in (None, torch.float32), OP, "dtype", "None or torch.float32",
                   repr(dtype), ValueError)
-    checks.expect(bias is None and offset is None, OP, "bias",
-                  "None with int8 w (bias and offset belong to the a8w4 form)", "a tensor",
-                  ValueError)
-    checks.expect(scale is not None, OP, "scale", "a float32 [e, n] tensor", "None",
-                  ValueError)
-    checks.expect_dtype(scale, (torch.float32,), OP, "scale")
-    checks.expect(tuple(scale.shape) == (e, n), OP, "scale", lambda: f"shape ({e}, {n})",
-                  lambda: tuple(scale.shape))
+    if not a8w4:
+        checks.expect(bias is None and offset is None, OP, "bias",
+                      "None with int8 w (bias and offset belong to the a8w4 form)",
+                      "a tensor", ValueError)
+        checks.expect(scale is not None, OP, "scale", "a float32 [e, n] tensor", "None",
+                      ValueError)
+        checks.expect_dtype(scale, (torch.float32,), OP, "scale")
+        checks.expect(tuple(scale.shape) == (e, n), OP, "scale", lambda: f"shape ({e}, {n})",
+                      lambda: tuple(scale.shape))
     for name, t in (("pertoken_scale", pertoken_scale), ("logit", logit)):
         if t is not None:
             checks.expect_dtype(t, (torch.float32,), OP, name)
@@ -109,7 +116,9 @@ def finalize_routing_reference(x, w, group_list, *, scale=None, bias=None, offse
                                shared_input_offset=0, output_bs=0, group_list_type=1,
                                tuning_config=None, x_dtype=None, w_dtype=None,
                                scale_dtype=None, pertoken_scale_dtype=None):
-    m, n = x.shape[0], w.shape[2]
+    a8w4 = w.dtype == torch.int32
+    m = x.shape[0]
+    n = w.shape[2] * (finalize_routing_a8w4.INT4_PER_WORD if a8w4 else 1)
     rows = output_bs or m
     segs = grouping.segments(OP, group_list, group_list_type or 0, m, w.shape[0], "m")
     if row_index is not None and m:
@@ -117,6 +126,9 @@ def finalize_routing_reference(x, w, group_list, *, scale=None, bias=None, offse
         checks.expect(lo >= 0 and hi < rows, OP, "row_index",
                       lambda: f"values in [0, {rows}) (the output rows)",
                       lambda: f"values in [{lo}, {hi}]", ValueError)
+    if a8w4:
+        return _combine_a8w4(x, w, segs, rows, n, scale, bias, offset, pertoken_scale, logit,
+                             row_index, shared_input, shared_input_weight, shared_input_offset)
     mm = compute.quant_groups(x, segs, compute.Params([w], True), compute.Params(None, True),
                               compute.Params([scale], True), pertoken_scale, n,
                               torch.float32, 0)
@@ -137,8 +149,27 @@ def finalize_routing_reference(x, w, group_list, *, scale=None, bias=None, offse
     return y
 
 
+def _combine_a8w4(x, w, segs, rows, n, scale, bias, offset, pertoken_scale, logit, row_index,
+                  shared_input, shared_input_weight, shared_input_offset):
+    """The a8w4 kernel's order: shared rows written first, then each row atomically added."""
+    mm = finalize_routing_a8w4.expert_rows(x, w, scale, bias, offset, pertoken_scale, logit,
+                                           segs)
+    y = torch.zeros(rows, n, dtype=torch.float32, device=x.device)
+    if shared_input is not None:
+        start = shared_input_offset or 0
+        weight = 1.0 if shared_input_weight is None else shared_input_weight
+        y[start:start + shared_input.shape[0]] = weight * shared_input.to(torch.float32)
+    if row_index is None:
+        take = min(rows, x.shape[0])
+        y[:take] += mm[:take]
+    else:
+        y.index_add_(0, row_index.to(torch.int64), mm)
+    return y
+
+
 def _fake(x, w, group_list, *, output_bs=0, **kwargs):
-    return x.new_empty((output_bs or x.shape[0], w.shape[2]), dtype=torch.float32)
+    n = w.shape[2] * (finalize_routing_a8w4.INT4_PER_WORD if w.dtype == torch.int32 else 1)
+    return x.new_empty((output_bs or x.shape[0], n), dtype=torch.float32)
 
 
 finalize_routing_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_finalize_routing,
@@ -168,14 +199,18 @@ def npu_grouped_matmul_finalize_routing(x, weight=None, group_list=None, *, scal
     x : Tensor
         int8 ``[m, k]``: the expanded (expert-sorted) token rows.
     weight : Tensor
-        int8 ``[e, k, n]`` (``w=`` is accepted too, the yaml's name).
+        int8 ``[e, k, n]`` (``w=`` is accepted too, the yaml's name), or for a8w4 int32
+        ``[e, k, n/8]`` packing 8 int4 along n (``npu_quantize(..., torch.quint4x2)``).
     group_list : Tensor
         int64 ``[e]``: rows per expert (group_list_type 1, the default) or their cumsum (0);
         the groups cover at most m rows.
     scale : Tensor
-        float32 ``[e, n]`` per-channel dequantization scale.
-    bias, offset : None
-        The a8w4 form's parameters; not taken with int8 weight.
+        float32 ``[e, n]`` per-channel dequantization scale; a8w4: int64 ``[e, 1, n]`` words
+        with the float32 scale in the low 32 bits (``[e, G, n]``: G k-groups).
+    bias, offset : Tensor, optional
+        a8w4 only (None with int8 weight).  bias, required: float32 ``[e, n]``, the offline
+        ``8 * sum_k(weight * scale)``; offset: float32 ``[e, 1, n]``, the asymmetric term
+        added as ``rowsum(x) * offset``.  Steps: :mod:`.finalize_routing_a8w4`.
     pertoken_scale, logit : Tensor, optional
         float32 ``[m]``: per-row dequantization scale and routing weight.
     row_index : Tensor, optional
@@ -198,8 +233,9 @@ def npu_grouped_matmul_finalize_routing(x, weight=None, group_list=None, *, scal
 
     Notes
     -----
-    Strict mode: A2 and A3.  The a8w4 form (int4 weight with bias / offset) and the
-    hifloat8 / mxfp4 overrides are not emulated (NotImplementedError).  No autograd.
+    Strict mode: A2 and A3; a8w4 with k = 2048 and n = 7168 only (the doc's rule; any shape
+    in default mode).  The hifloat8 / mxfp4 overrides are not emulated
+    (NotImplementedError).  No autograd.
     """
     if kwargs:
         weight = accept_alias(OP, "weight", weight, "w", kwargs)

@@ -120,6 +120,13 @@ def _finalize_routing() -> None:
             "output_bs": 3})),
         Sample("plain_cumsum", lambda: (base()[:2] + (torch.tensor([2, 2, 5]),), {
             "scale": torch.rand(3, 8), "group_list_type": 0})),
+        # a8w4: packed int4 weight [e, k, n/8], int64 scale words [e, 1, n], bias, offset.
+        Sample("a8w4_offset", lambda: ((_int8(6, 16), _int4_packed(3, 16, 2),
+                                        torch.tensor([2, 0, 3])), {
+            "scale": _scale_words(3, 1, 16), "bias": torch.rand(3, 16),
+            "offset": torch.rand(3, 1, 16), "pertoken_scale": torch.rand(6),
+            "logit": torch.rand(6), "row_index": torch.tensor([0, 2, 1, 0, 2, 1]),
+            "output_bs": 3})),
     ]
     e.errors += [
         ErrorSample("float_x", lambda: ((_g(6, 4), _int8(3, 4, 8), torch.tensor([2, 0, 3])),
