@@ -18,13 +18,13 @@ the forward's ``m`` and ``l``, as the reference and the NPU's grad do.
 
 Where the time goes on CPU: the two tile matmuls and about six passes over the tile's scores.
 So the score (and the grad's ``dP``) tiles are written into one reused buffer (``out=``: a
-fresh 32 MiB tensor per tile costs its page faults, measured ~40 % of a matmul), the
-forward normalizes a tile in one pass (torch's softmax kernel) and merges a block's tiles
-once, and the grad's probabilities are ``exp(s - lse)`` (no division pass).  A block of rows that reads an alibi-compressed
-pse through its diagonals is computed with its query rows in reverse order: its pse tile is
-then a plain window of the stored row (unit strides, see :meth:`.fa_pse.PseSource.
-tile_reversed`) instead of a flipped copy; only the row statistics and outputs, ``[rows]``
-and ``[rows, D]``, are flipped back.
+fresh 32 MiB tensor per tile costs its page faults, measured ~40 % of a matmul), the forward
+normalizes a tile in one pass (torch's softmax kernel) and merges a block's tiles once, and
+the grad's probabilities are ``exp(s - lse)`` (no division pass; ``lse = m + log l``).  A
+block of rows that reads an alibi-compressed pse through its diagonals is computed with its
+query rows in reverse order: its pse tile is then a plain window of the stored row (unit
+strides, see :meth:`.fa_pse.PseSource.tile_reversed`) instead of a flipped copy; only the row
+statistics and outputs, ``[rows]`` and ``[rows, D]``, are flipped back.
 """
 
 from __future__ import annotations
