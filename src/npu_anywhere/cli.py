@@ -30,6 +30,11 @@ options:
   -m module     run a library module as a script (e.g. -m pytest tests/)
   -h, --help    show this help and exit
 
+Python processes the script starts (multiprocessing, torchrun workers, subprocesses of
+sys.executable) get the shim as well, at their first `import torch_npu`: PYTHONPATH gains
+npu_anywhere's child sitecustomize (the environment's own still runs) and
+NPU_ANYWHERE_SHIM_CHILDREN=1 is set.
+
 Sets THP_MEM_ALLOC_ENABLE=1 (transparent huge pages for CPU tensors) unless the environment
 already sets it."""
 
@@ -125,6 +130,10 @@ def _cmd_run(argv: list[str]) -> int:
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     import npu_anywhere
     npu_anywhere.install(claim_npu=options["claim_npu"] or None)
+    # Python processes the script starts (multiprocessing spawn, torchrun workers, subprocess)
+    # install the shim at their first `import torch_npu` too.
+    from .compat import child_processes
+    child_processes.enable(claim_npu=bool(options["claim_npu"]))
     if options["module"] is not None:
         return _run_module(options["module"], target_args)
     return _run_script(script, target_args)

@@ -151,3 +151,47 @@ def test_run_help_mentions_module_and_dashdash(capsys):
     assert cli_module.main(["run", "--help"]) == 0
     out = capsys.readouterr().out
     assert "-m module" in out and "`--`" in out
+
+
+# Starts a spawn child (a fresh interpreter: what torch.multiprocessing.spawn and torchrun
+# workers are) that imports torch_npu and computes on an "npu" tensor; reports what it saw.
+SPAWNER = textwrap.dedent("""\
+    import builtins, json, multiprocessing as mp, sys
+
+    def child(queue):
+        import torch, torch_npu
+        x = torch.arange(8.0).view(1, 1, 2, 4).npu()
+        out = torch_npu.npu_rotary_mul(x, torch.ones_like(x), torch.zeros_like(x))
+        queue.put({"shim": getattr(torch_npu, "__npu_anywhere_shim__", False),
+                   "npu_device": str(x.device), "same": bool(torch.equal(out.cpu(), x.cpu())),
+                   "user_site": getattr(builtins, "USER_SITE_RAN", False)})
+
+    if __name__ == "__main__":
+        context = mp.get_context("spawn")
+        queue = context.Queue()
+        worker = context.Process(target=child, args=(queue,))
+        worker.start()
+        worker.join(200)                 # a failing child prints its traceback and exits 1
+        if worker.exitcode == 0:
+            print("REPORT " + json.dumps(queue.get(timeout=10)))
+        sys.exit(worker.exitcode)
+    """)
+
+
+def test_processes_the_script_starts_get_the_shim(cli, project):
+    """A spawn child installs the shim at its first `import torch_npu`, and the environment's
+    own sitecustomize (here one on the caller's PYTHONPATH) still runs in it."""
+    (project / "spawner.py").write_text(SPAWNER, "utf-8")
+    user_site = project / "user_site"
+    user_site.mkdir(exist_ok=True)
+    (user_site / "sitecustomize.py").write_text(
+        "import builtins\nbuiltins.USER_SITE_RAN = True\n", "utf-8")
+    env = cli.env()
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(user_site)])
+    proc = subprocess.run([sys.executable, "-m", "npu_anywhere.cli", "run", "spawner.py"],
+                          cwd=str(project), env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, cli.describe(proc)
+    # NPU_ANYWHERE_DEVICE=cpu (the cli fixture): "npu" tensors live on the CPU, as in the parent.
+    assert _report(proc) == {"shim": True, "npu_device": "cpu", "same": True,
+                             "user_site": True}
