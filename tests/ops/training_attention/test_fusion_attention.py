@@ -516,3 +516,31 @@ def test_mask_shapes_bnss_b1ss_11ss_ss_accepted_and_1nss_rejected():
         torch.testing.assert_close(got, want, rtol=0, atol=0)
     with pytest.raises(RuntimeError, match="npu_fusion_attention: expected atten_mask a BNSS"):
         na.npu_fusion_attention(q, k, v, 2, "BNSD", atten_mask=causal.expand(1, 2, 4, 4))
+
+
+def test_compiled_dropout_with_drawn_seed_matches_eager_forward_and_backward():
+    """keep_prob < 1 without a seed: the seed / offset are drawn at run time, so the schema
+    returns them as SymInt (op-plugin's yaml says int) and the grad op takes SymInt; the
+    compiled graph then carries the drawn values from forward to backward, as eager does."""
+    def inputs():
+        g = torch.Generator().manual_seed(1)
+        return [torch.randn(1, 2, 32, 16, generator=g, requires_grad=True) for _ in range(3)]
+
+    def f(q, k, v):
+        out = torch.ops.npu.npu_fusion_attention(q, k, v, 2, "BNSD", keep_prob=0.8, scale=0.25)
+        return out[0], out[4], out[5]
+
+    results = []
+    for fn in (f, torch.compile(f, fullgraph=True, backend="aot_eager")):
+        q, k, v = inputs()
+        torch.manual_seed(123)
+        fn(q, k, v)                  # a second draw after manual_seed has a nonzero offset
+        o, seed, offset = fn(q, k, v)
+        o.sum().backward()
+        results.append((o.detach(), q.grad, k.grad, v.grad, seed, offset))
+    eager, compiled = results
+    assert eager[4] == compiled[4] == 123 and eager[5] == compiled[5] != 0
+    for a, b in zip(eager[:4], compiled[:4]):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+    undropped = torch.ops.npu.npu_fusion_attention(*inputs(), 2, "BNSD", scale=0.25)[0]
+    assert not torch.allclose(eager[0], undropped.detach())       # dropout did apply

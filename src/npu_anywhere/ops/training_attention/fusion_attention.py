@@ -23,6 +23,10 @@ OP = "npu_fusion_attention"
 GRAD_OP = "npu_fusion_attention_grad"
 MASK_GRAD_OP = "_npu_fusion_attention_grad_dropout_mask"
 _INT_MAX = 2147483647
+# op-plugin's yaml returns the seed / offset / numels as `int` and the grad op takes them as
+# `int`; here they are `SymInt` (the same Python ints in eager).  A seed drawn at run time is
+# data-dependent, and a data-dependent `int` cannot leave a traced call: with `SymInt`,
+# torch.compile(fullgraph=True) carries the drawn values from the forward to the backward.
 SCHEMA = (
     "npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, "
     "str input_layout, Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, "
@@ -31,14 +35,14 @@ SCHEMA = (
     "int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, "
     "bool gen_mask_parallel=True, bool sync=False, str softmax_layout=\"\", Tensor? sink=None, "
     "Tensor? dropout_mask=None, int seed=0, int offset=0) "
-    "-> (Tensor, Tensor, Tensor, Tensor, int, int, int)")
+    "-> (Tensor, Tensor, Tensor, Tensor, SymInt, SymInt, SymInt)")
 GRAD_SCHEMA = (
     "npu_fusion_attention_grad(Tensor query, Tensor key, Tensor value, Tensor dy, int head_num, "
     "str input_layout, *, Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, "
     "Tensor? softmax_max=None, Tensor? softmax_sum=None, Tensor? softmax_in=None, "
     "Tensor? attention_in=None, float scale_value=1., float keep_prob=1., "
-    "int pre_tockens=2147483647, int next_tockens=2147483647, int inner_precise=0, int seed=0, "
-    "int offset=0, int numels=0, int[]? prefix=None, int[]? actual_seq_qlen=None, "
+    "int pre_tockens=2147483647, int next_tockens=2147483647, int inner_precise=0, SymInt seed=0, "
+    "SymInt offset=0, SymInt numels=0, int[]? prefix=None, int[]? actual_seq_qlen=None, "
     "int[]? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, "
     "bool sync=False, str softmax_layout=\"\", Tensor? sink=None) "
     "-> (Tensor, Tensor, Tensor, Tensor, Tensor)")
