@@ -138,6 +138,18 @@ def permute_grad_reference(tokens, grad_permuted_tokens, indices, sorted_indices
     return picked.sum(dim=1).to(tokens.dtype)
 
 
+def _check_top_k(op, sorted_indices, probs) -> int:
+    """topK (probs' second dim, else 1), with probs and sorted_indices consistent with it."""
+    k = 1 if probs is None else probs.shape[1]
+    checks.expect(probs is None or probs.numel() == sorted_indices.numel(), op, "probs",
+                  lambda: f"sorted_indices.numel() = {sorted_indices.numel()} elements",
+                  lambda: f"shape {tuple(probs.shape)}", RuntimeError)
+    checks.expect(sorted_indices.numel() % k == 0, op, "sorted_indices",
+                  f"a length divisible by topK = {k}", lambda: f"{sorted_indices.numel()}",
+                  RuntimeError)
+    return k
+
+
 def check_unpermute(permuted_tokens, sorted_indices, probs=None, padded_mode=False,
                     restore_shape=None):
     _check_unpermute(UNPERMUTE, permuted_tokens, sorted_indices, probs, padded_mode)
@@ -150,13 +162,7 @@ def _check_unpermute(op, permuted_tokens, sorted_indices, probs, padded_mode):
     if probs is not None:
         named["probs"] = probs
     _expect_floats(op, named)
-    k = 1 if probs is None else probs.shape[1]
-    checks.expect(probs is None or probs.numel() == sorted_indices.numel(), op, "probs",
-                  lambda: f"sorted_indices.numel() = {sorted_indices.numel()} elements",
-                  lambda: f"shape {tuple(probs.shape)}", RuntimeError)
-    checks.expect(sorted_indices.numel() % k == 0, op, "sorted_indices",
-                  f"a length divisible by topK = {k}", lambda: f"{sorted_indices.numel()}",
-                  RuntimeError)
+    k = _check_top_k(op, sorted_indices, probs)
 
 
 def unpermute_reference(permuted_tokens, sorted_indices, probs=None, padded_mode=False,
@@ -243,13 +249,7 @@ def check_unpermute_grad_v2(grad_unpermuted_tokens, sorted_indices, permuted_tok
     if probs is not None:
         named["probs"] = probs
     _expect_floats(op, named)
-    k = 1 if probs is None else probs.shape[1]
-    checks.expect(probs is None or probs.numel() == sorted_indices.numel(), op, "probs",
-                  lambda: f"sorted_indices.numel() = {sorted_indices.numel()} elements",
-                  lambda: f"shape {tuple(probs.shape)}", RuntimeError)
-    checks.expect(sorted_indices.numel() % k == 0, op, "sorted_indices",
-                  f"a length divisible by topK = {k}", lambda: f"{sorted_indices.numel()}",
-                  RuntimeError)
+    k = _check_top_k(op, sorted_indices, probs)
     checks.expect(grad_unpermuted_tokens.shape[0] == sorted_indices.numel() // k, op,
                   "grad_unpermuted_tokens", lambda: f"{sorted_indices.numel() // k} rows",
                   lambda: f"shape {tuple(grad_unpermuted_tokens.shape)}", RuntimeError)
