@@ -217,6 +217,24 @@ def test_get_npu_format_answers_with_the_format_enum(npu):
     assert torch_npu.get_npu_format(weight) == torch_npu.Format.ND == 2
     assert torch_npu.get_npu_format(torch.zeros(1, 2, 3, 4)) is torch_npu.Format.NCHW
     assert torch_npu.npu_format_cast(weight, torch_npu.Format.FRACTAL_NZ).shape == weight.shape
+    # torch_npu's Tensor methods (op-plugin's tests call cpu_input.npu_format_cast(fmt))
+    method_nz = weight.npu_format_cast(29)
+    assert torch_npu.get_npu_format(method_nz) == torch_npu.Format.FRACTAL_NZ
+    assert torch.equal(method_nz, weight) and torch_npu.get_npu_format(weight) == 2
+    assert weight.npu_format_cast_(29) is weight
+    assert torch_npu.get_npu_format(weight) == torch_npu.Format.FRACTAL_NZ
+
+
+def test_tensor_methods_leave_with_the_shim():
+    if npu_anywhere.library.REAL_TORCH_NPU or compat.installed():
+        pytest.skip("a real torch_npu, or the shim already installed in this process")
+    npu_anywhere.install(device_strings_enabled=False)
+    try:
+        assert hasattr(torch.Tensor, "npu_format_cast")
+    finally:
+        npu_anywhere.uninstall()
+    assert not hasattr(torch.Tensor, "npu_format_cast")
+    assert not hasattr(torch.Tensor, "npu_format_cast_")
 
 
 def test_after_a_full_install_and_uninstall_torch_still_compiles_and_seeds_quietly():

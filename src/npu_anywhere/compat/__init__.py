@@ -15,7 +15,7 @@ import torch
 
 from .. import library
 from . import (amp, device, device_strings, dynamo_hook, generator, npu_module, npu_testing,
-               serialization, shim, transfer, unimplemented)
+               serialization, shim, tensor_methods, transfer, unimplemented)
 
 log = logging.getLogger("npu_anywhere.compat")
 
@@ -116,6 +116,7 @@ def install(*, claim_npu: bool | None = None, device_strings_enabled: bool = Tru
     if _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)
     unimplemented.hook_torch_ops(library.TORCH_NPU_NS, {"torch_npu", "custom"})
+    tensor_methods.enable()
     torch.npu = npu
     _installed["torch_npu"] = torch_npu
 
@@ -133,6 +134,7 @@ def uninstall() -> None:
     if _finder in sys.meta_path:
         sys.meta_path.remove(_finder)
     unimplemented.unhook_torch_ops()
+    tensor_methods.disable()
     while _modules:
         sys.modules.pop(_modules.pop(), None)
     if _installed.pop("torch_npu", None) is not None and hasattr(torch, "npu"):
