@@ -51,9 +51,13 @@ class _InstallOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def _chain_next_sitecustomize():
-    """Run the ``sitecustomize`` this one shadows, as Python would have without us."""
-    for entry in sys.path:
-        if os.path.abspath(entry or os.curdir) == _HERE:
+    """Run the ``sitecustomize`` this one shadows, as Python would have without us: the first
+    one on ``sys.path`` after this folder (never one before it, so that two copies of this
+    folder on the path cannot run each other in a loop)."""
+    entries = [os.path.abspath(entry or os.curdir) for entry in sys.path]
+    after = entries.index(_HERE) + 1 if _HERE in entries else len(entries)
+    for entry in entries[after:]:
+        if entry == _HERE:
             continue
         spec = importlib.machinery.PathFinder.find_spec("sitecustomize", [entry])
         if spec is not None and spec.loader is not None:
