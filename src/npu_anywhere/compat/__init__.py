@@ -23,13 +23,31 @@ _installed: dict[str, object] = {}
 _modules: list[str] = []  # sys.modules entries install() made, undone by uninstall()
 
 
+class _RegisteredModuleLoader(importlib.abc.Loader):
+    """The loader of the modules :func:`register_module` puts in ``sys.modules``.
+
+    importlib loads a module that is already in ``sys.modules`` again through that module's
+    own ``__spec__`` when a finder answers for its name (as the child-process finder of
+    ``compat/child_site`` does); without a loader that load would replace the shim with an
+    empty namespace package.  This one answers with the registered module itself."""
+
+    def create_module(self, spec):
+        return sys.modules.get(spec.name)
+
+    def exec_module(self, module):
+        pass
+
+
+_registered_loader = _RegisteredModuleLoader()
+
+
 def register_module(name: str, module: types.ModuleType) -> None:
     """Put ``module`` in ``sys.modules`` as ``name`` until :func:`uninstall`."""
     if getattr(module, "__spec__", None) is None:
         # importlib.util.find_spec("torch_npu") -- how transformers and accelerate probe for
         # torch_npu -- raises ValueError for a module without a spec.
         module.__spec__ = importlib.machinery.ModuleSpec(
-            module.__name__, None, is_package=hasattr(module, "__path__"))
+            module.__name__, _registered_loader, is_package=hasattr(module, "__path__"))
     sys.modules[name] = module
     if name not in _modules:
         _modules.append(name)

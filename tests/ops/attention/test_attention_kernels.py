@@ -310,6 +310,16 @@ def test_paged_decode_compiled_path(monkeypatch):
 
 # -- the CPU decode loop nest ------------------------------------------------------------------
 
+def _have_cpp_compiler() -> bool:
+    """Whether the compiler Inductor would use exists (the kernel is built with it)."""
+    import shutil
+    from torch._inductor import cpp_builder
+    try:
+        return shutil.which(cpp_builder.get_cpp_compiler()) is not None
+    except Exception:        # Inductor found no compiler at all
+        return False
+
+
 @pytest.fixture
 def built_cpu_decode():
     """The CPU decode kernel built (once per process; the suite otherwise never compiles)."""
@@ -317,9 +327,9 @@ def built_cpu_decode():
     with compiling_after(0):
         p = paged_problem([3], dtype=torch.float32)
         reason = cpu_decode.supports(*paged._decode_args(p))
-        if reason is not None and "build failure" in reason:
+        if reason is not None and "build failure" in reason and not _have_cpp_compiler():
             pytest.skip(f"no C++ toolchain: {reason}")
-        assert reason is None
+        assert reason is None           # with a compiler, a failed build is a failure
         yield
 
 

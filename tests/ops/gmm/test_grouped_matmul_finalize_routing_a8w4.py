@@ -13,17 +13,11 @@ import pytest
 import torch
 
 import npu_anywhere as na
+from msd_golden import dequant_fp16_groups, pack_int4
 
 op = na.npu_grouped_matmul_finalize_routing
 COUNTS = [2, 0, 3]
 E, M, K, N, BS = len(COUNTS), sum(COUNTS) + 1, 32, 16, 4     # one row past the groups
-
-
-def _pack_int4(values):
-    """int4 values (in int8) -> int32 words of 8, low nibble first, along the last dim."""
-    nib = (values.long() & 0xF).reshape(*values.shape[:-1], -1, 8)
-    words = (nib << torch.arange(0, 32, 4)).sum(-1)
-    return torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32)
 
 
 def _inputs(groups, seed=0):
@@ -41,16 +35,6 @@ def _inputs(groups, seed=0):
     return x, w, scales, words, bias, pts, logit, row_index, shared, wf
 
 
-def _d_fp16(a, w, scales):
-    step = K // scales.shape[0]
-    acc = None
-    for j in range(scales.shape[0]):
-        ks = slice(j * step, (j + 1) * step)
-        part = ((a[:, ks].long() @ w[ks].long()).double() * scales[j].double()).half()
-        acc = part if acc is None else (acc.double() + part.double()).half()
-    return acc.float()
-
-
 def _expert(r):
     return torch.repeat_interleave(torch.arange(E), torch.tensor(COUNTS))[r].item()
 
@@ -59,7 +43,7 @@ def _expert(r):
 def test_a8w4_combine(groups, with_offset):
     x, w, scales, words, bias, pts, logit, row_index, shared, wf = _inputs(groups)
     offset = (torch.randint(-4, 5, (E, 1, N)).float() / 64) if with_offset else None
-    y = op(x, _pack_int4(w), torch.tensor(COUNTS), scale=words, bias=bias, offset=offset,
+    y = op(x, pack_int4(w), torch.tensor(COUNTS), scale=words, bias=bias, offset=offset,
            pertoken_scale=pts, logit=logit, row_index=row_index, shared_input=shared,
            shared_input_weight=0.5, shared_input_offset=1, output_bs=BS)
     golden = torch.zeros(BS, N)
@@ -70,7 +54,7 @@ def test_a8w4_combine(groups, with_offset):
         e = _expert(r)
         hi = torch.div(x[r:r + 1], 16, rounding_mode="floor")
         lo = torch.remainder(x[r:r + 1], 16) - 8
-        v = _d_fp16(lo, w[e], scales[e]) + _d_fp16(hi, w[e], scales[e]) * 16
+        v = dequant_fp16_groups(lo, w[e], scales[e]) + dequant_fp16_groups(hi, w[e], scales[e]) * 16
         v = v + bias[e]
         rowsum = float(x[r].long().sum())
         if with_offset:
@@ -87,7 +71,7 @@ def test_a8w4_combine(groups, with_offset):
 
 def test_a8w4_rules():
     x, w, scales, words, bias, pts, logit, row_index, *_ = _inputs(1)
-    wp, gl = _pack_int4(w), torch.tensor(COUNTS)
+    wp, gl = pack_int4(w), torch.tensor(COUNTS)
     name = "npu_grouped_matmul_finalize_routing"
     with pytest.raises(ValueError, match=f"{name}: expected bias a float32 \\[e, n\\] tensor"):
         op(x, wp, gl, scale=words)

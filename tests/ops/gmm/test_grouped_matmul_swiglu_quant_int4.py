@@ -18,17 +18,11 @@ import pytest
 import torch
 
 import npu_anywhere as na
+from msd_golden import dequant_fp16_groups, pack_int4
 
 v2 = na.npu_grouped_matmul_swiglu_quant_v2
 COUNTS = [2, 0, 3]
 E, M, K, N = len(COUNTS), sum(COUNTS) + 1, 32, 16      # one row past the groups
-
-
-def _pack_int4(values: torch.Tensor) -> torch.Tensor:
-    """int4 values (in int8) -> int32 words of 8, low nibble first, along the last dim."""
-    nib = (values.long() & 0xF).reshape(*values.shape[:-1], -1, 8)
-    words = (nib << torch.arange(0, 32, 4)).sum(-1)
-    return torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32)
 
 
 def _scale_words(scales: torch.Tensor) -> torch.Tensor:
@@ -42,17 +36,6 @@ def _inputs(groups, seed=0):
     scales = torch.randint(1, 17, (E, groups, N), generator=g).float() / 256
     xs = torch.rand(M, generator=g)
     return g, w, scales, xs
-
-
-def _dequant_fp16(a, w, scales):
-    """sum over k-groups, in float16, of float16(int32(a[:, g] @ w[g]) * scale[g])."""
-    step = K // scales.shape[0]
-    acc = None
-    for j in range(scales.shape[0]):
-        ks = slice(j * step, (j + 1) * step)
-        part = ((a[:, ks].long() @ w[ks].long()).double() * scales[j].double()).half()
-        acc = part if acc is None else (acc.double() + part.double()).half()
-    return acc.float()
 
 
 def _swiglu_quant_steps(c, smooth_rows=None, reciprocal_of_scale=True):
@@ -79,13 +62,13 @@ def test_a8w4(groups):
     assist = 8 * torch.einsum("ekn,ekn->en", w.double(),
                               scales.repeat_interleave(K // groups, 1).double()).float()
     ws = _scale_words(scales if groups > 1 else scales[:, 0])
-    q, scale = v2(x, [_pack_int4(w)], [ws], xs, torch.tensor(COUNTS).cumsum(0),
+    q, scale = v2(x, [pack_int4(w)], [ws], xs, torch.tensor(COUNTS).cumsum(0),
                   weight_assist_matrix=[assist], dequant_mode=groups - 1)
     valid = sum(COUNTS)
     c = torch.zeros(valid, N)
     for r, e in enumerate(_rows().tolist()):
         hi, lo = torch.div(x[r:r + 1], 16, rounding_mode="floor"), (x[r:r + 1] & 15) - 8
-        v = _dequant_fp16(hi, w[e], scales[e]) * 16 + _dequant_fp16(lo, w[e], scales[e])
+        v = dequant_fp16_groups(hi, w[e], scales[e]) * 16 + dequant_fp16_groups(lo, w[e], scales[e])
         c[r] = ((v + assist[e]) * xs[r])[0]
     gq, gs = _swiglu_quant_steps(c)
     assert torch.equal(q[:valid], gq) and torch.equal(scale[:valid], gs)
@@ -102,11 +85,11 @@ def test_a4w4_with_smooth_scale(smooth_shape):
     x = torch.randint(-8, 8, (M, K), dtype=torch.int8, generator=g)
     smooth = torch.rand(smooth_shape, generator=g) + 0.5
     gl = torch.tensor(COUNTS)
-    q, scale = v2(_pack_int4(x), [_pack_int4(w)], [_scale_words(scales)], xs, gl,
+    q, scale = v2(pack_int4(x), [pack_int4(w)], [_scale_words(scales)], xs, gl,
                   smooth_scale=smooth, group_list_type=1)
     valid = sum(COUNTS)
     rows = _rows().tolist()
-    c = torch.stack([_dequant_fp16(x[r:r + 1], w[e], scales[e])[0] * xs[r]
+    c = torch.stack([dequant_fp16_groups(x[r:r + 1], w[e], scales[e])[0] * xs[r]
                      for r, e in enumerate(rows)])
     sm = smooth[rows] if smooth.dim() == 2 else smooth[rows][:, None]
     gq, gs = _swiglu_quant_steps(c, sm, reciprocal_of_scale=False)
@@ -123,17 +106,17 @@ def test_nz_int4_weight_matches_nd():
     x = torch.randint(-128, 128, (M, K), dtype=torch.int8, generator=g)
     assist = torch.randn(E, n, generator=g)
     gl = torch.tensor(COUNTS).cumsum(0)
-    nz = _pack_int4(w.reshape(E, K // 16, 16, n // 64, 64).permute(0, 3, 1, 2, 4))
+    nz = pack_int4(w.reshape(E, K // 16, 16, n // 64, 64).permute(0, 3, 1, 2, 4))
     assert nz.shape == (E, 1, K // 16, 16, 8)
     outs = [v2(x, [wt], [_scale_words(scales)], xs, gl, weight_assist_matrix=[assist])
-            for wt in (_pack_int4(w), nz)]
+            for wt in (pack_int4(w), nz)]
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
 
 
 def test_int4_rules():
     g, w, scales, xs = _inputs(1)
     x = torch.randint(-128, 128, (M, K), dtype=torch.int8, generator=g)
-    wp, ws, gl = _pack_int4(w), _scale_words(scales[:, 0]), torch.tensor(COUNTS).cumsum(0)
+    wp, ws, gl = pack_int4(w), _scale_words(scales[:, 0]), torch.tensor(COUNTS).cumsum(0)
     assist = [torch.zeros(E, N)]
     with pytest.raises(ValueError, match="expected weight_assist_matrix a list of one"):
         v2(x, [wp], [ws], xs, gl)
@@ -141,7 +124,7 @@ def test_int4_rules():
         v2(x, [wp], [ws], xs, gl, weight_assist_matrix=assist, dequant_mode=1)
     with pytest.raises(TypeError, match="expected weight_scale dtype in"):
         v2(x, [wp], [scales[:, 0]], xs, gl, weight_assist_matrix=assist)
-    x4 = _pack_int4(torch.zeros(M, K, dtype=torch.int8))
+    x4 = pack_int4(torch.zeros(M, K, dtype=torch.int8))
     with pytest.raises(ValueError, match="expected smooth_scale a tensor for A4W4"):
         v2(x4, [wp], [ws], xs, gl)
     with pytest.raises(RuntimeError, match="expected smooth_scale shape \\(3, 8\\) or \\(3,\\)"):
@@ -166,13 +149,13 @@ def test_v1_a8w4_per_channel_and_per_group_nz(groups):
                               scales.repeat_interleave(K // groups, 1).double()).float()
     ws = _scale_words(scales if groups > 1 else scales[:, 0])
     # op-plugin's layout: the NZ-cast int4 storage viewed as int32 [e, n/64, k/16, 16, 8].
-    nz = _pack_int4(w.reshape(E, K // 16, 16, 1, 64).permute(0, 3, 1, 2, 4))
+    nz = pack_int4(w.reshape(E, K // 16, 16, 1, 64).permute(0, 3, 1, 2, 4))
     q, scale, offset = v1(x, nz, torch.tensor(COUNTS).cumsum(0), ws, xs, bias=assist)
     valid = sum(COUNTS)
     c = torch.zeros(valid, n)
     for r, e in enumerate(_rows().tolist()):
         hi, lo = torch.div(x[r:r + 1], 16, rounding_mode="floor"), (x[r:r + 1] & 15) - 8
-        v = _dequant_fp16(hi, w[e], scales[e]) * 16 + _dequant_fp16(lo, w[e], scales[e])
+        v = dequant_fp16_groups(hi, w[e], scales[e]) * 16 + dequant_fp16_groups(lo, w[e], scales[e])
         c[r] = ((v + assist[e]) * xs[r])[0]
     a, gate = c[:, :n // 2], c[:, n // 2:]
     s = a * torch.sigmoid(a) * gate
@@ -182,14 +165,14 @@ def test_v1_a8w4_per_channel_and_per_group_nz(groups):
     assert torch.equal(q[:valid], gq) and torch.equal(scale[:valid], gs.squeeze(-1))
     assert (q[valid:] == 0).all() and (scale[valid:] == 0).all()
     # The 3-D packed weight [e, k, n/8] gives the same numbers.
-    q3, s3, _ = v1(x, _pack_int4(w), torch.tensor(COUNTS).cumsum(0), ws, xs, bias=assist)
+    q3, s3, _ = v1(x, pack_int4(w), torch.tensor(COUNTS).cumsum(0), ws, xs, bias=assist)
     assert torch.equal(q3, q) and torch.equal(s3, scale)
 
 
 def test_v1_a8w4_rules():
     g, w, scales, xs = _inputs(1)
     x = torch.randint(-128, 128, (M, K), dtype=torch.int8, generator=g)
-    wp, ws, gl = _pack_int4(w), _scale_words(scales[:, 0]), torch.tensor(COUNTS).cumsum(0)
+    wp, ws, gl = pack_int4(w), _scale_words(scales[:, 0]), torch.tensor(COUNTS).cumsum(0)
     bias = torch.zeros(E, N)
     name = "npu_grouped_matmul_swiglu_quant"
     with pytest.raises(ValueError, match=f"{name}: expected bias a float32 \\[e, n\\] tensor"):
@@ -201,7 +184,7 @@ def test_v1_a8w4_rules():
     with pytest.raises(TypeError, match="expected weight_scale dtype in"):
         v1(x, wp, gl, scales[:, 0], xs, bias=bias)
     with pytest.raises(TypeError, match="expected x dtype in"):   # no A4W4 in v1
-        v1(_pack_int4(x.clamp(-8, 7)), wp, gl, ws, xs, bias=bias)
+        v1(pack_int4(x.clamp(-8, 7)), wp, gl, ws, xs, bias=bias)
     with pytest.raises(RuntimeError, match="expected weight_scale shape \\(3, 16\\) or"):
         v1(x, wp, gl, _scale_words(torch.ones(E, 3, N)), xs, bias=bias)
     with pytest.raises(ValueError, match="expected group_list 1 to 3 entries"):

@@ -105,6 +105,18 @@ def test_gradcheck_round_trip(num_out):
     assert torch.autograd.gradcheck(f, (tokens, probs))
 
 
+def _unpermute_grad_golden(permuted, gu, inv, probs, k, rows):
+    """float64 (d permuted_tokens, d probs) of unpermute: row ``r = inv[j]`` (kept when
+    ``r < rows``) is expert output of choice ``j`` of token ``j // k``."""
+    want_gp = torch.zeros(permuted.shape, dtype=torch.float64)
+    want_pr = torch.zeros(probs.shape, dtype=torch.float64)
+    for j, r in enumerate(inv):
+        if r < rows:
+            want_gp[r] = float(probs.reshape(-1)[j]) * gu[j // k].double()
+            want_pr.view(-1)[j] = (gu[j // k].double() * permuted[r].double()).sum()
+    return want_gp, want_pr
+
+
 def test_backward_ops_formula():
     tokens, indices, probs = data(dtype=torch.float32)
     permuted, s = na.npu_moe_token_permute(tokens, indices, 15)
@@ -118,12 +130,7 @@ def test_backward_ops_formula():
     assert_close_to_golden(na.npu_moe_token_permute_grad(tokens, g, indices, s), want)
     gu = torch.randn(tokens.shape)
     gp, gprobs = na.npu_moe_token_unpermute_grad(permuted, gu, s, probs)
-    want_gp = torch.zeros(permuted.shape, dtype=torch.float64)
-    want_pr = torch.zeros(probs.shape, dtype=torch.float64)
-    for j, r in enumerate(inv):
-        if r < 15:
-            want_gp[r] = float(probs.reshape(-1)[j]) * gu[j // k].double()
-            want_pr.view(-1)[j] = (gu[j // k].double() * permuted[r].double()).sum()
+    want_gp, want_pr = _unpermute_grad_golden(permuted, gu, inv, probs, k, rows=15)
     assert_close_to_golden(gp, want_gp)
     assert_close_to_golden(gprobs, want_pr)
 
@@ -170,12 +177,7 @@ def test_unpermute_grad_v2_formula_and_errors():
     k = indices.shape[1]
     gp, gprobs = na.npu_moe_token_unpermute_grad_v2(gu, s, 15, torch.bfloat16, probs,
                                                     permuted_tokens=permuted)
-    want_gp = torch.zeros(permuted.shape, dtype=torch.float64)
-    want_pr = torch.zeros(probs.shape, dtype=torch.float64)
-    for j, r in enumerate(inv):
-        if r < 15:
-            want_gp[r] = float(probs.reshape(-1)[j]) * gu[j // k].double()
-            want_pr.view(-1)[j] = (gu[j // k].double() * permuted[r].double()).sum()
+    want_gp, want_pr = _unpermute_grad_golden(permuted, gu, inv, probs, k, rows=15)
     assert gp.dtype == torch.bfloat16 and gp.shape == (15, tokens.shape[1])
     assert_close_to_golden(gp, want_gp)
     assert_close_to_golden(gprobs, want_pr)

@@ -21,7 +21,7 @@ _TRIGGERS = ("torch_npu", "cann_ops_transformer")
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-class _InstallOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _InstallOnImport(importlib.abc.MetaPathFinder):
     """Installs the shim at the first import of a shimmed package; inert afterwards."""
 
     def __init__(self):
@@ -36,18 +36,9 @@ class _InstallOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module = sys.modules.get(fullname)
         if module is None:      # a real package is installed, or a submodule the shim
             return None         # provides through its own finder
-        # importlib answers a finder's spec for a name already in sys.modules with that
-        # module's own __spec__ and loads it again: make that spec load the installed module.
-        spec = importlib.machinery.ModuleSpec(fullname, self,
-                                              is_package=hasattr(module, "__path__"))
-        module.__spec__ = spec
-        return spec
-
-    def create_module(self, spec):
-        return sys.modules[spec.name]
-
-    def exec_module(self, module):
-        pass
+        # importlib loads a name already in sys.modules again through that module's own
+        # __spec__, whose loader (compat.register_module's) answers with the module itself.
+        return module.__spec__
 
 
 def _chain_next_sitecustomize():
