@@ -67,6 +67,15 @@ def test_ops_and_bench_cases_do_not_import_the_compiler():
     assert "grad " in proc.stdout and "providers  tried in this order" in proc.stdout  # legend
 
 
+def test_bench_list_from_the_deferred_start():
+    """``bench`` imports the case modules (and through them the ops) before anything touches
+    the package, so the deferred start must hand out submodules without re-entering a
+    half-imported one (a circular import once broke every ``npu-anywhere bench``)."""
+    proc = _cli("bench", "--list")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "npu_moe_gating_top_k_softmax" in proc.stdout
+
+
 def test_no_command_prints_help_and_fails(capsys):
     assert cli.main([]) == 2
     assert "ops" in capsys.readouterr().out

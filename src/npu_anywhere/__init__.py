@@ -14,6 +14,8 @@ touches an attribute (or imports a submodule that loads them) before using them.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import sys
 from typing import Any
@@ -47,6 +49,10 @@ def _load() -> None:
     namespace.pop("__getattr__", None)     # loaded: a missing name is a plain AttributeError
 
 
+def _is_submodule(name: str) -> bool:
+    return name.isidentifier() and importlib.util.find_spec(f"{__name__}.{name}") is not None
+
+
 def _starting_the_cli() -> bool:
     """True when this import is the ``npu-anywhere`` command's own start.
 
@@ -65,6 +71,11 @@ def __getattr__(name: str) -> Any:
     # Only reached in the deferred (CLI start) mode: anything public loads everything once.
     if _loading or (name.startswith("__") and name != "__all__"):
         raise AttributeError(f"module 'npu_anywhere' has no attribute {name!r}")
+    if _is_submodule(name):
+        # ``from npu_anywhere import params`` inside a module that the full load itself
+        # imports (a command that starts from ``bench`` or ``ops``) must get just that
+        # submodule: loading everything from there would re-enter the half-imported module.
+        return importlib.import_module(f"{__name__}.{name}")
     _load()
     try:
         return globals()[name]
