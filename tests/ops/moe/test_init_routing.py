@@ -266,7 +266,29 @@ def test_v2_static_quant():
     want = golden_v2(x, e, expert_num=4, quant_mode=0, scale=scale, offset=offset)
     _compare(got, want, 0)
     assert got[0].abs().max() == 127 or got[0].min() == -128      # saturation reached
-    assert got[3].shape == torch.Size([])
+
+
+@pytest.mark.parametrize("drop_pad_mode", [0, 1])
+def test_v2_static_quant_expanded_scale_is_1d_as_npu_eager(drop_pad_mode):
+    # The NPU's eager op (op-plugin MoeInitRoutingV2KernelNpuOpApi.cpp) allocates one float32
+    # per expanded row / capacity slot for static quant; op-plugin's meta says 0-d.  Eager is
+    # followed, and the fake kernel (compile) must agree with it.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    x = feats(5, 8, torch.bfloat16)
+    e = ids(5, 2, 4, seed=2)
+    kw = dict(scale=torch.tensor([1.5]), offset=torch.tensor([0.25]), expert_num=4,
+              quant_mode=0, active_num=7, drop_pad_mode=drop_pad_mode,
+              expert_capacity=3 if drop_pad_mode else -1)
+    rows = 4 * 3 if drop_pad_mode else 7
+    es = na.npu_moe_init_routing_v2(x, e, **kw)[3]
+    assert es.dtype == torch.float32 and es.shape == (rows,)
+    with FakeTensorMode() as mode:
+        fkw = {a: (mode.from_tensor(b) if isinstance(b, torch.Tensor) else b)
+               for a, b in kw.items()}
+        fake = torch.ops.npu.npu_moe_init_routing_v2(mode.from_tensor(x), mode.from_tensor(e),
+                                                     **fkw)[3]
+    assert fake.shape == es.shape and fake.dtype == es.dtype
 
 
 def test_v2_int8_input_and_shapes_only_from_metadata():
@@ -321,7 +343,7 @@ def test_v2_empty_x_ignores_scale(quant_mode, drop_pad_mode):
     ex, eri, tok, es = out
     assert eri.numel() == 0 and tok.tolist() == [0, 0, 0, 0]
     if drop_pad_mode == 0:
-        assert ex.shape == (0, 8) and es.numel() == (1 if quant_mode == 0 else 0)
+        assert ex.shape == (0, 8) and es.shape == (0,)        # one scale per row, none
     else:
         assert ex.shape == (4, 2, 8) and not ex.float().any()
     assert ex.dtype == (x.dtype if quant_mode == -1 else torch.int8)

@@ -17,7 +17,13 @@ test/test_custom_ops/test_npu_moe_init_routing_v2.py ``cpu_op_exec`` is the gold
         type 1 count, type 0 cumsum, type 2 (expert_num, 2) pairs (expert id, count) for the
         non-zero counts, packed at the head and followed by zeros
     quant_mode -1: no quantisation; expanded_scale = scale[perm[i] // K] when scale is given
-    quant_mode  0 (static): int8(clip(rint(fp16(fp16(x) * fp16(scale)) + fp16(offset))))
+    quant_mode  0 (static): int8(clip(rint(fp16(fp16(x) * fp16(scale)) + fp16(offset))));
+        expanded_scale is 1-D float32 with one element per expanded_x row (rows of expanded_x
+        dropless, expert_num * expert_capacity with drop / pad), zeros here: the shape the
+        NPU's eager op allocates (op-plugin op_plugin/ops/opapi/MoeInitRoutingV2KernelNpuOpApi.cpp,
+        ``expanded_scale_len`` in its last branch; the kernel writes no scale in this mode).
+        op-plugin's meta (python/meta/_meta_registrations.py) says 0-d here; eager is followed
+        so that compiled and eager graphs agree (the fake kernel traces this reference).
     quant_mode  1 (dynamic): v = x (* scale[e - expert_start] or scale[0]);
         expanded_scale = max|v| / 127;  expanded_x = int8(round_half_even(v / expanded_scale))
     quant_mode 2 / 3 (MXFP8 RoundScale, float8_e5m2 / float8_e4m3fn): blocks of 32 along H,
@@ -154,7 +160,8 @@ def _check_scale(op, x, scale, offset, quant_mode, expert_num, active_expert_ran
                       ValueError)
         if scale is not None:
             start, end = _expert_range(active_expert_range, expert_num)
-            ok = scale.dim() == 2 and scale.shape[1] == hidden and scale.shape[0] in (1, end - start)
+            ok = (scale.dim() == 2 and scale.shape[1] == hidden
+                  and scale.shape[0] in (1, end - start))
             checks.expect(ok, op, "scale", lambda: f"shape (1, H) or (expert_end - expert_start, H)"
                           f" = ({end - start}, {hidden}) when quant_mode is 1",
                           lambda: f"shape {tuple(scale.shape)}", RuntimeError)
@@ -267,8 +274,8 @@ def init_routing_v2_reference(x, expert_idx, *, scale=None, offset=None, active_
         else:
             q, row_scale = _quantize(gathered, quant_mode, scale, offset, sorted_key[:n_out], start)
             expanded_x = q.masked_fill_(~keep, 0)
-            if row_scale is None:
-                expanded_scale = torch.zeros((), dtype=torch.float32, device=dev)
+            if row_scale is None:             # static quant: one (unwritten) float per row
+                expanded_scale = torch.zeros(n_out, dtype=torch.float32, device=dev)
             else:
                 expanded_scale = row_scale.masked_fill(~keep[:, 0], 0)
         return expanded_x, expanded_row_idx, tokens, expanded_scale
@@ -295,8 +302,8 @@ def init_routing_v2_reference(x, expert_idx, *, scale=None, offset=None, active_
         return (q.view(expert_num, capacity, hidden), expanded_row_idx.to(torch.int32), tokens,
                 codes)
     expanded_x = buf[:slots].view(expert_num, capacity, hidden)
-    if quant_mode == 0:
-        expanded_scale = torch.zeros((), dtype=torch.float32, device=dev)
+    if quant_mode == 0:                       # static quant: one (unwritten) float per slot
+        expanded_scale = torch.zeros(slots, dtype=torch.float32, device=dev)
     else:
         per_row = row_scale if row_scale is not None else (
             scale.index_select(0, source) if scale is not None else None)
@@ -358,8 +365,10 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
     Returns
     -------
     (expanded_x, expanded_row_idx int32 (NUM_ROWS*K,), expert_tokens int64, expanded_scale
-    float32; quant_mode 2 / 3: float8_e8m0fnu ``(rows of expanded_x, CeilAlign(CeilDiv(H, 32),
-    2))``, a padding block's code 0)
+    float32 ``(rows of expanded_x,)`` (``(expert_num * expert_capacity,)`` with drop / pad; for
+    static quant too, zeros, as the NPU's eager op allocates it; op-plugin's meta says 0-d);
+    quant_mode 2 / 3: float8_e8m0fnu ``(rows of expanded_x, CeilAlign(CeilDiv(H, 32), 2))``, a
+    padding block's code 0)
 
     Constraints
     -----------
