@@ -1,0 +1,51 @@
+"""Op database entries of tensor_misc part B: npu_max / npu_min (+ backward), npu_sort_v2,
+npu_sign_bits_pack / unpack, npu_gather_sparse_index (+ backward), _npu_dropout (+ backward),
+npu_hans_encode / npu_hans_decode."""
+
+from __future__ import annotations
+
+import torch
+
+from . import ErrorSample, Sample, entry as _entry
+
+
+def _t(*shape, dtype=torch.float32, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=gen, dtype=torch.float64).to(dtype)
+
+
+# -- npu_max / npu_min and their backward ------------------------------------------------------
+
+def _max_min() -> None:
+    for name in ("npu_max", "npu_min"):
+        e = _entry(f"{name}.dim")
+        e.samples += [
+            Sample("dim1_fp64", lambda: ((_t(3, 5, 4, dtype=torch.float64), 1), {}),
+                   differentiable=True),
+            Sample("keepdim_neg_fp16", lambda: ((_t(2, 7, dtype=torch.float16), -1, True), {})),
+        ]
+        e.errors += [
+            ErrorSample("dim", lambda: ((_t(2, 3), 2), {}), IndexError,
+                        rf"{name}: expected dim in the range \[-2, 1\]"),
+            ErrorSample("bool", lambda: ((torch.ones(3, dtype=torch.bool), 0), {}), TypeError,
+                        f"{name}: expected self dtype in"),
+        ]
+        b = _entry(f"{name}_backward")
+        b.samples += [
+            Sample("dim0", lambda: ((_t(5, 3), 0, torch.randint(
+                0, 4, (5, 3), generator=torch.Generator().manual_seed(1), dtype=torch.int32),
+                [4, 5, 3], False), {})),
+            Sample("keepdim_int64", lambda: ((_t(2, 1), 1, torch.tensor([[2], [0]]), [2, 3],
+                                              True), {})),
+        ]
+        b.errors += [
+            ErrorSample("grad_shape", lambda: ((_t(2, 3), 1, torch.zeros(2, 3, dtype=torch.int32),
+                                                [2, 3], False), {}), RuntimeError,
+                        f"{name}_backward: expected grad the reduced shape"),
+            ErrorSample("indices_dtype", lambda: ((_t(2), 1, torch.zeros(2, dtype=torch.int16),
+                                                   [2, 3], False), {}), TypeError,
+                        f"{name}_backward: expected indices dtype in"),
+        ]
+
+
+_max_min()
