@@ -1,0 +1,43 @@
+"""Op database entries of the sampling family: npu_top_k_top_p, npu_top_k_top_p_sample and
+npu_sim_exponential_."""
+
+from __future__ import annotations
+
+import torch
+
+from . import ErrorSample, Sample, entry as _entry
+
+_I32 = torch.int32
+
+
+def _logits(b, v, dtype=torch.float32, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(b, v, generator=gen) * 2).to(dtype)
+
+
+def _top_k_top_p() -> None:
+    e = _entry("npu_top_k_top_p")
+    e.samples += [
+        Sample("k_and_p_fp32", lambda: ((_logits(4, 19), torch.tensor([0.9, 0.5, 0.1, 0.7]),
+                                         torch.tensor([3, 19, 1, 0], dtype=_I32)), {})),
+        Sample("p_only_bf16", lambda: ((_logits(3, 11, torch.bfloat16),
+                                        torch.tensor([0.3, 0.8, 1.0], dtype=torch.bfloat16)),
+                                       {})),
+        Sample("k_only_fp16", lambda: ((_logits(2, 9, torch.float16),),
+                                       dict(k=torch.tensor([2, 5], dtype=_I32)))),
+    ]
+    e.errors += [
+        ErrorSample("neither", lambda: ((_logits(2, 5),), {}), ValueError,
+                    "npu_top_k_top_p: expected p and k not both None"),
+        ErrorSample("p_dtype", lambda: ((_logits(2, 5), torch.rand(2).half()), {}), TypeError,
+                    "npu_top_k_top_p: expected p the same dtype as logits"),
+        ErrorSample("k_dtype", lambda: ((_logits(2, 5), None, torch.ones(2, dtype=torch.int64)),
+                                        {}), TypeError, "npu_top_k_top_p: expected k dtype in"),
+        ErrorSample("k_rows", lambda: ((_logits(2, 5), None, torch.ones(3, dtype=_I32)), {}),
+                    RuntimeError, "npu_top_k_top_p: expected k a 1-D tensor"),
+        ErrorSample("logits_3d", lambda: ((torch.randn(2, 2, 5), torch.rand(2)), {}),
+                    ValueError, "npu_top_k_top_p: expected logits a 2-D tensor"),
+    ]
+
+
+_top_k_top_p()
