@@ -1,0 +1,82 @@
+"""Op database entries of the loss family (cross-entropy, softmax cross-entropy with logits,
+the vocab-parallel cross-entropy pieces)."""
+
+from __future__ import annotations
+
+import torch
+
+from . import ErrorSample, Sample, entry as _entry
+
+
+def _gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def _logits(n, c, dtype=torch.float32, seed=0):
+    return torch.randn(n, c, generator=_gen(seed), dtype=torch.float64).to(dtype)
+
+
+def _ce_args(dtype=torch.float32, n=5, c=7, **kw):
+    target = torch.tensor([1, 0, 6, 3, 3, 2, 5][:n])
+    return (_logits(n, c, dtype), target), kw
+
+
+def _cross_entropy() -> None:
+    e = _entry("npu_cross_entropy_loss")
+    e.samples += [
+        Sample("mean_bf16", lambda: _ce_args(torch.bfloat16)),
+        Sample("sum_weight_ignore_smooth", lambda: _ce_args(
+            weight=torch.rand(7, generator=_gen(1)) + 0.1, reduction="sum", ignore_index=3,
+            label_smoothing=0.2)),
+        # target by keyword: a differentiable sample's positional tensors all require grad
+        Sample("none_zloss_fp64", lambda: ((_logits(5, 7, torch.float64),), dict(
+            target=torch.tensor([1, 0, 6, 3, 3]), reduction="none", ignore_index=3,
+            label_smoothing=0.1, lse_square_scale_for_zloss=0.2, return_zloss=True)),
+            differentiable=True),
+    ]
+    e.errors += [
+        ErrorSample("reduction", lambda: _ce_args(reduction="avg"), ValueError,
+                    "npu_cross_entropy_loss: expected reduction one of"),
+        ErrorSample("target_dtype", lambda: ((_logits(3, 4), torch.zeros(3)), {}), TypeError,
+                    "npu_cross_entropy_loss: expected target dtype in"),
+        ErrorSample("target_shape", lambda: ((_logits(3, 4), torch.zeros(4, dtype=torch.long)),
+                                             {}), RuntimeError,
+                    "npu_cross_entropy_loss: expected target the shape"),
+        ErrorSample("weight_shape", lambda: _ce_args(weight=torch.ones(6)), RuntimeError,
+                    "npu_cross_entropy_loss: expected weight the shape"),
+        ErrorSample("ignore_index", lambda: _ce_args(ignore_index=7), ValueError,
+                    "npu_cross_entropy_loss: expected ignore_index less than C = 7"),
+        ErrorSample("label_smoothing", lambda: _ce_args(label_smoothing=1.0), ValueError,
+                    "npu_cross_entropy_loss: expected label_smoothing in \\[0.0, 1.0\\)"),
+        ErrorSample("three_d", lambda: ((torch.randn(2, 3, 4), torch.zeros(2, dtype=torch.long)),
+                                        {}), ValueError,
+                    "npu_cross_entropy_loss: expected input a 2-D tensor"),
+    ]
+
+    def grad_args(reduction="mean", dtype=torch.float32, **kw):
+        x = _logits(5, 7, dtype)
+        log_prob = torch.log_softmax(x.double(), -1).to(dtype)
+        n = 5 if reduction == "none" else 1
+        grad = torch.randn(n, generator=_gen(4), dtype=torch.float64).to(dtype)
+        return (grad, log_prob, torch.tensor([1, 0, 6, 3, 3])), dict(reduction=reduction, **kw)
+
+    b = _entry("npu_cross_entropy_loss_backward")
+    b.samples += [
+        Sample("mean_fp16", lambda: grad_args(dtype=torch.float16)),
+        Sample("none_weight_smooth_zloss", lambda: grad_args(
+            "none", weight=torch.rand(7, generator=_gen(2)) + 0.1, ignore_index=3,
+            label_smoothing=0.3, grad_zloss=torch.randn(5, generator=_gen(5)),
+            lse_for_zloss=torch.randn(5, generator=_gen(6)), lse_square_scale_for_zloss=0.1)),
+    ]
+    b.errors += [
+        ErrorSample("grad_shape", lambda: ((torch.randn(4), grad_args()[0][1],
+                                            torch.tensor([1, 0, 6, 3, 3])),
+                                           dict(reduction="none")), RuntimeError,
+            "npu_cross_entropy_loss_backward: expected grad_loss the shape of loss"),
+        ErrorSample("grad_dtype", lambda: ((torch.randn(1).half(), grad_args()[0][1],
+                                            torch.tensor([1, 0, 6, 3, 3])), {}), TypeError,
+                    "npu_cross_entropy_loss_backward: expected grad_loss the same dtype"),
+    ]
+
+
+_cross_entropy()
