@@ -49,3 +49,32 @@ def _max_min() -> None:
 
 
 _max_min()
+
+
+# -- npu_sort_v2 ------------------------------------------------------------------------------
+
+def _sort_v2() -> None:
+    e = _entry("npu_sort_v2")
+    e.samples += [
+        Sample("last_dim", lambda: ((_t(3, 7),), {})),
+        Sample("dim0_descending_fp16", lambda: ((_t(5, 2, dtype=torch.float16), 0, True), {})),
+    ]
+    e.errors += [
+        ErrorSample("dim", lambda: ((_t(3, 4), 2), {}), IndexError,
+                    r"npu_sort_v2: expected dim in the range \[-2, 1\]"),
+        ErrorSample("bool", lambda: ((torch.ones(4, dtype=torch.bool),), {}), TypeError,
+                    "npu_sort_v2: expected self dtype in"),
+    ]
+    o = _entry("npu_sort_v2.out")
+    o.samples += [
+        Sample("out", lambda: ((_t(2, 5), -1, True), {"out": torch.empty(2, 5)})),
+    ]
+    o.errors += [
+        ErrorSample("out_shape", lambda: ((_t(2, 5),), {"out": torch.empty(5, 2)}),
+                    RuntimeError, r"npu_sort_v2: expected out shape \(2, 5\)"),
+        ErrorSample("dim", lambda: ((_t(2, 5), 3), {"out": torch.empty(2, 5)}), IndexError,
+                    r"npu_sort_v2: expected dim in the range"),
+    ]
+
+
+_sort_v2()
