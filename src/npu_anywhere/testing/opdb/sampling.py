@@ -40,4 +40,29 @@ def _top_k_top_p() -> None:
     ]
 
 
+def _sim_exponential() -> None:
+    # Random draws differ between the eager and the compiled call that the generic tests
+    # compare bit for bit, so the samples are inputs whose results are deterministic: an
+    # infinite rate (op-plugin zero-fills), a rate so large that every float16 result rounds
+    # to 0 (the draw still runs), and an empty tensor.
+    e = _entry("npu_sim_exponential_")
+    e.samples += [
+        Sample("inf_lambd_fp32", lambda: ((torch.ones(3, 5), float("inf")), {})),
+        Sample("huge_lambd_fp16", lambda: ((torch.ones(2, 3, 4, dtype=torch.float16), 1e30),
+                                           {})),
+        Sample("empty_bf16", lambda: ((torch.ones(0, 4, dtype=torch.bfloat16),), {})),
+    ]
+    e.errors += [
+        ErrorSample("lambd_zero", lambda: ((torch.zeros(4), 0.0), {}), ValueError,
+                    "npu_sim_exponential_: expected lambd > 0.0"),
+        ErrorSample("int_dtype", lambda: ((torch.zeros(4, dtype=torch.int32),), {}),
+                    TypeError, "npu_sim_exponential_: expected self dtype in"),
+        ErrorSample("non_contiguous", lambda: ((torch.zeros(4, 6).t(),), {}), RuntimeError,
+                    "npu_sim_exponential_: expected self a contiguous tensor"),
+        ErrorSample("nine_dims", lambda: ((torch.zeros([1] * 9),), {}), ValueError,
+                    "npu_sim_exponential_: expected self at most 8 dims"),
+    ]
+
+
 _top_k_top_p()
+_sim_exponential()
