@@ -1,0 +1,94 @@
+"""Op database entries of the DeepSeek-V3.2 sparse-attention ops (lightning indexer, SFA)."""
+
+from __future__ import annotations
+
+import torch
+
+from . import ErrorSample, Sample, entry as _entry
+
+_I32 = torch.int32
+
+
+def _gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def _t(*shape, dtype=torch.bfloat16, seed=0):
+    return torch.randn(*shape, generator=_gen(seed)).to(dtype)
+
+
+def _li_bsnd(dtype=torch.bfloat16, wdtype=None, **kw):
+    q = _t(2, 3, 4, 16, dtype=dtype, seed=1)
+    k = _t(2, 7, 1, 16, dtype=dtype, seed=2)
+    w = _t(2, 3, 4, dtype=wdtype or dtype, seed=3)
+    return (q, k, w), dict(dict(sparse_count=5), **kw)
+
+
+def _li_tnd_paged(**kw):
+    q = _t(5, 4, 16, seed=4)
+    w = _t(5, 4, seed=5)
+    cache = _t(4, 16, 1, 16, seed=6)
+    args = dict(actual_seq_lengths_query=torch.tensor([2, 5], dtype=_I32),
+                actual_seq_lengths_key=torch.tensor([9, 20], dtype=_I32),
+                block_table=torch.tensor([[3, 0], [1, 2]], dtype=_I32),
+                layout_query="TND", layout_key="PA_BSND", sparse_count=12)
+    args.update(kw)
+    return (q, cache, w), args
+
+
+def _lightning_indexer() -> None:
+    e = _entry("npu_lightning_indexer")
+    e.samples += [
+        Sample("bsnd_causal_values", lambda: _li_bsnd(return_value=True)),
+        Sample("tnd_paged_mode0", lambda: _li_tnd_paged(sparse_mode=0)),
+        Sample("fp64_values", lambda: _li_bsnd(torch.float64, return_value=True,
+                                                sparse_mode=0)),
+        # Not marked differentiable: opcheck's AOT test sums the outputs into the first one's
+        # dtype, and the first output here is int32.  tests/ops/attention/
+        # test_lightning_indexer.py runs gradcheck instead.
+    ]
+    e.errors += [
+        ErrorSample("sparse_count", lambda: _li_bsnd(sparse_count=3000), ValueError,
+                    r"npu_lightning_indexer: expected sparse_count in \[1, 2048\]"),
+        ErrorSample("sparse_mode", lambda: _li_bsnd(sparse_mode=1), ValueError,
+                    "npu_lightning_indexer: expected sparse_mode 0"),
+        ErrorSample("key_dtype", lambda: ((_t(1, 2, 4, 16), _t(1, 3, 1, 16, dtype=torch.float16),
+                                           _t(1, 2, 4)), {}), TypeError,
+                    "npu_lightning_indexer: expected "),
+        ErrorSample("weights_shape", lambda: ((_t(1, 2, 4, 16), _t(1, 3, 1, 16), _t(1, 2, 3)),
+                                              {}), ValueError,
+                    "npu_lightning_indexer: expected weights shape "),
+        ErrorSample("tnd_needs_lengths", lambda: ((_t(3, 4, 16), _t(3, 1, 16), _t(3, 4)),
+                                                  dict(layout_query="TND", layout_key="TND")),
+                    ValueError, "npu_lightning_indexer: expected actual_seq_lengths_query a "
+                    "tensor when layout_query is 'TND'"),
+        ErrorSample("paged_values", lambda: _li_tnd_paged(return_value=True), ValueError,
+                    "npu_lightning_indexer: expected return_value False"),
+        ErrorSample("heads", lambda: ((_t(1, 2, 3, 16), _t(1, 3, 2, 16), _t(1, 2, 3)), {}),
+                    ValueError, "npu_lightning_indexer: expected query a head count N1"),
+    ]
+
+    def grad_args(layout="BSND"):
+        (q, k, w), _ = _li_bsnd()
+        idx = torch.tensor([[0, 3, 1, -1, -1], [2, 0, 4, 1, -1], [6, 5, 0, 1, 2]], dtype=_I32)
+        idx = idx.view(1, 3, 1, 5).expand(2, 3, 1, 5).contiguous()
+        dy = _t(2, 3, 1, 5, seed=9)
+        if layout == "TND":
+            return (q.flatten(0, 1), k.flatten(0, 1), dy.flatten(0, 1), idx.flatten(0, 1),
+                    w.flatten(0, 1), torch.tensor([3, 6], dtype=_I32),
+                    torch.tensor([7, 14], dtype=_I32), "TND"), {}
+        return (q, k, dy, idx, w), {}
+
+    g = _entry("npu_lightning_indexer_grad")
+    g.samples += [Sample("bsnd", grad_args), Sample("tnd", lambda: grad_args("TND"))]
+    g.errors += [
+        ErrorSample("dy_shape", lambda: (grad_args()[0][:2] + (torch.zeros(2, 3, 1, 4, dtype=torch.bfloat16),)
+                                         + grad_args()[0][3:], {}), ValueError,
+                    "npu_lightning_indexer_grad: expected dy sparse_indices' shape"),
+        ErrorSample("indices_dtype", lambda: (grad_args()[0][:3] + (
+            grad_args()[0][3].long(),) + grad_args()[0][4:], {}), TypeError,
+            "npu_lightning_indexer_grad: expected sparse_indices dtype in "),
+    ]
+
+
+_lightning_indexer()
