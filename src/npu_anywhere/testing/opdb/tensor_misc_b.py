@@ -78,3 +78,43 @@ def _sort_v2() -> None:
 
 
 _sort_v2()
+
+
+# -- npu_gather_sparse_index and its backward -------------------------------------------------
+
+def _idx(high, *shape, dtype=torch.int64, seed=1):
+    return torch.randint(0, high, shape, generator=torch.Generator().manual_seed(seed),
+                         dtype=dtype)
+
+
+def _gather_sparse_index() -> None:
+    e = _entry("npu_gather_sparse_index")
+    e.samples += [
+        # index as a keyword: a differentiable sample's positional tensors all require grad
+        Sample("index_2d_fp64", lambda: ((_t(6, 5, dtype=torch.float64),),
+                                         {"index": _idx(6, 2, 3)}), differentiable=True),
+        Sample("index_1d_int32_bf16", lambda: ((_t(7, 2, 3, dtype=torch.bfloat16),
+                                                _idx(7, 5, dtype=torch.int32)), {})),
+    ]
+    e.errors += [
+        ErrorSample("index_dtype", lambda: ((_t(4, 3), _idx(4, 2).to(torch.int16)), {}),
+                    TypeError, "npu_gather_sparse_index: expected index dtype in"),
+        ErrorSample("too_many_dims", lambda: ((_t(2, 1, 1, 1, 1), _idx(2, 1, 1, 1, 1, 1)), {}),
+                    ValueError, r"npu_gather_sparse_index: expected index index.dim\(\) \+ "),
+    ]
+    b = _entry("npu_gather_sparse_index_backward")
+    b.samples += [
+        Sample("repeats", lambda: ((_t(4, 3, 5), [6, 5], _idx(6, 4, 3)), {})),
+        Sample("fp16_int32", lambda: ((_t(7, 2, dtype=torch.float16), [3, 2],
+                                       _idx(3, 7, dtype=torch.int32)), {})),
+    ]
+    b.errors += [
+        ErrorSample("grad_shape", lambda: ((_t(4, 5), [6, 5], _idx(6, 2, 3)), {}), RuntimeError,
+                    "npu_gather_sparse_index_backward: expected grad the shape index.shape"),
+        ErrorSample("grad_dtype", lambda: ((torch.zeros(2, 5, dtype=torch.int32), [6, 5],
+                                            _idx(6, 2)), {}), TypeError,
+                    "npu_gather_sparse_index_backward: expected grad dtype in"),
+    ]
+
+
+_gather_sparse_index()
