@@ -118,3 +118,38 @@ def _gather_sparse_index() -> None:
 
 
 _gather_sparse_index()
+
+
+# -- _npu_dropout / npu_dropout_backward ------------------------------------------------------
+# Samples use p = 0 or p = 1 (no random draw): opcheck and compile compare two calls' outputs.
+
+def _dropout() -> None:
+    e = _entry("_npu_dropout")
+    e.samples += [
+        Sample("keep_all_fp64", lambda: ((_t(3, 50, dtype=torch.float64), 0.0), {}),
+               differentiable=True),
+        Sample("drop_all_fp16", lambda: ((_t(2, 3, 5, dtype=torch.float16), 1.0), {})),
+    ]
+    e.errors += [
+        ErrorSample("p", lambda: ((_t(4), 1.5), {}), ValueError,
+                    r"_npu_dropout: expected p in \[0, 1\]"),
+        ErrorSample("int", lambda: ((torch.ones(4, dtype=torch.int32), 0.5), {}), TypeError,
+                    "_npu_dropout: expected self dtype in"),
+    ]
+    b = _entry("npu_dropout_backward")
+    b.samples += [
+        Sample("bf16", lambda: ((_t(5, 7, dtype=torch.bfloat16), torch.randint(
+            0, 256, (48,), generator=torch.Generator().manual_seed(2), dtype=torch.uint8), 0.3),
+            {})),
+        Sample("fp32_short_mask", lambda: ((_t(9), torch.tensor([0b10110101, 1],
+                                                                dtype=torch.uint8), 0.5), {})),
+    ]
+    b.errors += [
+        ErrorSample("mask_dtype", lambda: ((_t(9), torch.zeros(16, dtype=torch.int32), 0.5), {}),
+                    TypeError, "npu_dropout_backward: expected mask dtype in"),
+        ErrorSample("mask_short", lambda: ((_t(9), torch.zeros(1, dtype=torch.uint8), 0.5), {}),
+                    RuntimeError, "npu_dropout_backward: expected mask at least 2 bytes"),
+    ]
+
+
+_dropout()
