@@ -137,3 +137,36 @@ def _swap(call, i, value):
 
 _v3_entry("npu_mla_prolog_v3")
 _v3_entry("npu_mla_prolog_v3_functional")
+
+
+def _v1v2_entries():
+    e = _entry("npu_mla_prolog")
+    e.samples += [
+        Sample("PA_BSND_bf16", lambda: v1v2_inputs(1)),
+        Sample("PA_NZ_int8_uq_qr_perchannel_cache", lambda: v1v2_inputs(
+            1, tokens=(4,), scenario=(1, 2, 0), cache_mode="PA_NZ", dr=32)),
+    ]
+    e.errors += [
+        ErrorSample("int8_token_x", lambda: v1v2_inputs(1, scenario=(2, 0, 0)), TypeError,
+                    "npu_mla_prolog: expected token_x dtype in .'bfloat16'."),
+        ErrorSample("tnd_mode", lambda: _with(lambda: v1v2_inputs(1), cache_mode="TND"),
+                    ValueError, "npu_mla_prolog: expected cache_mode one of .'PA_BSND', 'PA_NZ'."),
+    ]
+    e = _entry("npu_mla_prolog_v2")
+    e.samples += [
+        Sample("PA_BSND_int8_uq_qr", lambda: v1v2_inputs(2, scenario=(1, 0, 0))),
+        Sample("PA_BSND_int8_full_quant_pertensor", lambda: v1v2_inputs(
+            2, tokens=(5,), scenario=(2, 1, 1))),
+    ]
+    e.errors += [
+        ErrorSample("index_shape", lambda: _swap(v1v2_inputs(2), 9,
+                                                 torch.zeros(6, dtype=torch.int64)),
+                    RuntimeError, "npu_mla_prolog_v2: expected cache_index the shape .2, 3."),
+        ErrorSample("pertensor_scale_shape", lambda: _with(
+            lambda: v1v2_inputs(2, tokens=(5,), scenario=(2, 1, 1)),
+            quant_scale_ckv=torch.ones(1, 32)), RuntimeError,
+            "npu_mla_prolog_v2: expected quant_scale_ckv a single value"),
+    ]
+
+
+_v1v2_entries()
