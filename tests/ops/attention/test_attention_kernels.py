@@ -397,7 +397,8 @@ def test_cpu_decode_tiering_and_build_failure(monkeypatch):
         builds.append(1)
         raise RuntimeError("no compiler here")
 
-    kernel = cpu_decode._Kernel(failing_build)
+    from npu_anywhere.kernels.cpp import CppKernel
+    kernel = CppKernel("test decode", [], "", build=failing_build)
     with compiling_after(None):
         assert "never" in kernel.ready("k")
     with compiling_after(2):

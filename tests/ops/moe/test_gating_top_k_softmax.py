@@ -47,6 +47,25 @@ def golden_v1(x, finished, k):
             torch.tensor(row_idx, dtype=torch.int32).reshape(shape))
 
 
+@pytest.fixture(params=["reference", "cpp_top_k"])
+def provider(request, monkeypatch):
+    """Each golden test runs on the reference and on the CPU C++ top-k provider (built once
+    per process), and checks that the kernel really answered."""
+    if request.param == "reference":
+        with na.use_providers("reference"):
+            yield
+        return
+    from npu_anywhere.kernels import cpu_top_k
+    from npu_anywhere.kernels.compiled import compiling_after
+    request.getfixturevalue("built_cpu_top_k")
+    calls = []
+    real = cpu_top_k.top_k
+    monkeypatch.setattr(cpu_top_k, "top_k", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    with compiling_after(0), na.use_providers("cpp_top_k"):
+        yield
+    assert calls, "the C++ top-k did not run"
+
+
 def make(shape, dtype, seed=0):
     gen = torch.Generator().manual_seed(seed)
     return (torch.rand(shape, generator=gen, dtype=torch.float64) * 4 - 2).to(dtype)
@@ -55,7 +74,7 @@ def make(shape, dtype, seed=0):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("shape,k", [((7, 13), 3), ((2, 3, 9), 1), ((5, 6), 6)])
 @pytest.mark.parametrize("with_finished", [False, True])
-def test_v1_matches_golden(dtype, shape, k, with_finished):
+def test_v1_matches_golden(provider, dtype, shape, k, with_finished):
     x = make(shape, dtype)
     finished = (torch.arange(math.prod(shape[:-1])) % 3 == 1).reshape(shape[:-1]) \
         if with_finished else None
@@ -67,13 +86,17 @@ def test_v1_matches_golden(dtype, shape, k, with_finished):
     assert torch.equal(row_idx, grow)
 
 
-def test_ties_keep_lower_expert_first():
+def test_ties_keep_lower_expert_first(provider):
     x = torch.tensor([[1.0, 3.0, 3.0, 1.0, 3.0]])
     _, ids, _ = na.npu_moe_gating_top_k_softmax(x, None, k=4)
     assert ids.tolist() == [[1, 2, 4, 0]]
+    # bfloat16 rounding of the softmax makes distinct logits tie: the lower expert first
+    x = torch.tensor([[0.0, 0.001, -0.001, 0.002, 5.0]], dtype=torch.bfloat16)
+    _, ids, _ = na.npu_moe_gating_top_k_softmax(x, None, k=3)
+    assert ids.tolist() == [[4, 0, 1]]
 
 
-def test_non_contiguous_input_and_untouched():
+def test_non_contiguous_input_and_untouched(provider):
     base = make((9, 16), torch.float32)
     x = base[:, ::2]
     before = x.clone()
@@ -108,7 +131,7 @@ def golden_v2(x, finished, k, renorm, output_softmax):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("renorm,output_softmax", [(0, False), (0, True), (1, False), (1, True)])
-def test_v2_matches_golden(dtype, renorm, output_softmax):
+def test_v2_matches_golden(provider, dtype, renorm, output_softmax):
     x = make((2, 5, 11), dtype, seed=3)
     finished = torch.tensor([[True, False, False, True, False], [False] * 5])
     y, ids, sm = na.npu_moe_gating_top_k_softmax_v2(x, k=3, finished=finished, renorm=renorm,

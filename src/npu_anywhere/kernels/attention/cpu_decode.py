@@ -23,23 +23,18 @@ which is :func:`.paged.decode_core` (and the NPU kernels' order of roundings, se
 are the only scratch: ``Hc * g`` float32 rows of the longest length per thread (128 bytes
 per token at llama sizes against 4 KiB of bf16 cache read per token).
 
-The code is compiled through Inductor's own C++ code cache (same compiler, ISA detection,
-OpenMP runtime and on-disk cache as the compiled kernels, and ``at::vec`` for AVX2 /
-AVX-512 / NEON), once per process, on the tiering of ``kernels/compiled.py``: not before a
-specialization has been called ``NPU_ANYWHERE_COMPILE_AFTER`` times, never with ``never``;
-a failed build is logged once and turns the kernel off (callers fall back).
+The code is built by :class:`..cpp.CppKernel` (Inductor's C++ code cache, ``at::vec`` for
+AVX2 / AVX-512 / NEON), once per process, on the tiering of ``kernels/compiled.py``; a failed
+build is logged once and turns the kernel off (callers fall back).
 """
 
 from __future__ import annotations
 
-import logging
-from typing import Callable, Hashable, Optional
+from typing import Optional
 
 import torch
 
-from .. import compiled
-
-log = logging.getLogger("npu_anywhere.kernels.attention.cpu_decode")
+from ..cpp import CppKernel
 
 CACHE_DTYPES = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 """Cache dtypes the kernel reads (the code of the cache type argument)."""
@@ -289,48 +284,7 @@ _ARGTYPES = (["const float*", "const void*", "const void*", "const int64_t*", "c
               "float*", "float*"] + ["int64_t"] * 9 + ["float", "int64_t", "int64_t"])
 
 
-class _Kernel:
-    """The built kernel, on the compiled provider's tiering (one build for every shape)."""
-
-    def __init__(self, build: Callable[[], Callable]):
-        self._build = build
-        self._fn: Optional[Callable] = None
-        self._calls: dict[Hashable, int] = {}
-        self.disabled: Optional[str] = None
-
-    def ready(self, key: Hashable) -> Optional[str]:
-        """None when the kernel may run for ``key`` now (building it if needed), else why not."""
-        if self.disabled is not None:
-            return self.disabled
-        if self._fn is not None:
-            return None
-        threshold = compiled.compile_after()
-        if threshold is None:
-            return f"disabled ({compiled.ENV_VAR}=never)"
-        calls = self._calls.get(key, 0) + 1
-        self._calls[key] = calls
-        if calls <= threshold:
-            return f"specialization not hot yet (builds after {compiled.ENV_VAR} calls)"
-        log.info("building the CPU paged decode kernel (once per process and cache; set %s=never "
-                 "to stay on the chunked engine)", compiled.ENV_VAR)
-        try:
-            self._fn = self._build()
-        except Exception as exc:     # no compiler, an unsupported platform: never fail a call
-            self.disabled = f"disabled after a build failure: {type(exc).__name__}: {exc}"
-            log.warning("npu_anywhere CPU paged decode %s", self.disabled)
-            return self.disabled
-        return None
-
-    def __call__(self, *args):
-        return self._fn(*args)
-
-
-def _build() -> Callable:
-    from torch._inductor.codecache import CppPythonBindingsCodeCache
-    return CppPythonBindingsCodeCache.load_pybinding(_ARGTYPES, _SOURCE)
-
-
-_kernel = _Kernel(_build)
+_kernel = CppKernel("CPU paged decode", _ARGTYPES, _SOURCE)
 
 
 def supports(q, key_cache, value_cache, table, kv_lens, scale, round_to=None) -> Optional[str]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from ... import checks, targets
-from ...kernels import compiled
+from ...kernels import compiled, cpu_top_k
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from ._routing import compute_dtype, expect_float, stable_top_k
@@ -121,7 +121,38 @@ def _key_v2(x, *, k=1, finished=None, renorm=0, output_softmax=False):
             bool(output_softmax), x.device.type)
 
 
-# Fuses the softmax and the ranking keys into one pass; the top-k itself stays ATen's.
+# On the CPU the ranking, which is most of the time (ATen's topk took 3.2 ms of 3.6 for
+# 4096 x 64, k = 8), runs in the C++ stable top-k; the softmax stays ATen's, the very calls of
+# the reference, so the outputs are the reference's bit for bit.
+def _cpp_supports_v1(x, finished=None, k=1):
+    return cpu_top_k.supports(x, k)
+
+
+def _cpp_v1(x, finished=None, k=1):
+    p = torch.softmax(x.to(compute_dtype(x.dtype)), dim=-1).to(x.dtype)
+    y, expert_idx = cpu_top_k.top_k(p, k, finished, x.shape[-1])
+    return y, expert_idx, _row_idx(x.shape, k, x.device)
+
+
+def _cpp_supports_v2(x, *, k=1, finished=None, renorm=0, output_softmax=False):
+    return cpu_top_k.supports(x, k)
+
+
+def _cpp_v2(x, *, k=1, finished=None, renorm=0, output_softmax=False):
+    empty = x.new_empty((0,), dtype=torch.float32)
+    if renorm == 1:
+        top, expert_idx = cpu_top_k.top_k(x, k, finished, x.shape[-1])
+        return torch.softmax(top.to(torch.float32), dim=-1).to(x.dtype), expert_idx, empty
+    p = torch.softmax(x.to(torch.float32), dim=-1)
+    top, expert_idx = cpu_top_k.top_k(p, k, finished, x.shape[-1])
+    return top.to(x.dtype), expert_idx, (p if output_softmax else empty)
+
+
+CPP_PROVIDER = "cpp_top_k"
+gating_top_k_softmax_op.add_provider(CPP_PROVIDER, _cpp_v1, _cpp_supports_v1)
+gating_top_k_softmax_v2_op.add_provider(CPP_PROVIDER, _cpp_v2, _cpp_supports_v2)
+
+# Elsewhere (CUDA): the softmax and the ranking keys fused into one pass; the top-k is ATen's.
 compiled.register(gating_top_k_softmax_op, key=_key_v1)
 compiled.register(gating_top_k_softmax_v2_op, key=_key_v2)
 
