@@ -153,3 +153,37 @@ def _dropout() -> None:
 
 
 _dropout()
+
+
+# -- npu_sign_bits_pack / npu_sign_bits_unpack ------------------------------------------------
+
+def _sign_bits() -> None:
+    e = _entry("npu_sign_bits_pack")
+    e.samples += [
+        Sample("odd_fp16", lambda: ((_t(17, dtype=torch.float16), 3), {})),
+        Sample("fp32_size2", lambda: ((_t(32), 2), {})),
+    ]
+    e.errors += [
+        ErrorSample("size", lambda: ((_t(16), 3), {}), ValueError,
+                    r"npu_sign_bits_pack: expected size a positive divisor"),
+        ErrorSample("two_d", lambda: ((_t(2, 8), 1), {}), ValueError,
+                    "npu_sign_bits_pack: expected self a 1-D tensor"),
+    ]
+    u = _entry("npu_sign_bits_unpack")
+    u.samples += [
+        Sample("fp32", lambda: ((torch.tensor([159, 15, 0, 255], dtype=torch.uint8), 2,
+                                 torch.float32), {})),
+        Sample("fp16_size8", lambda: ((torch.arange(3, dtype=torch.uint8) * 77, 8,
+                                       torch.float16), {})),
+    ]
+    u.errors += [
+        ErrorSample("dtype", lambda: ((torch.zeros(2, dtype=torch.uint8), 1, torch.bfloat16),
+                                      {}), TypeError,
+                    "npu_sign_bits_unpack: expected dtype torch.float16 or torch.float32"),
+        ErrorSample("size", lambda: ((torch.zeros(2, dtype=torch.uint8), 3, torch.float32),
+                                     {}), ValueError,
+                    "npu_sign_bits_unpack: expected size a positive divisor"),
+    ]
+
+
+_sign_bits()
