@@ -67,3 +67,41 @@ def _recurrent_entries() -> None:
 
 
 _recurrent_entries()
+
+
+def _chunk(lengths=(3, 70), nk=1, nv=2, dk=4, dv=3, seed=1, state_dtype=_BF16, full=True,
+           **override):
+    gen, q, k, v, beta, g = _qkv(lengths, nk, nv, dk, dv, seed)
+    state = torch.randn(len(lengths), nv, dv, dk, generator=gen).to(state_dtype)
+    kwargs = dict(beta=beta, initial_state=state,
+                  actual_seq_lengths=torch.tensor(lengths, dtype=torch.int32))
+    if full:
+        kwargs.update(scale=dk ** -0.5, g=g)
+    kwargs.update(override)
+    return (q, k, v), kwargs
+
+
+def _chunk_entries() -> None:
+    op = "npu_chunk_gated_delta_rule"
+    e = _entry(op)
+    e.samples += [
+        Sample("two_chunks_gqa", lambda: _chunk(nk=2, nv=4)),
+        Sample("fp32_state_defaults", lambda: _chunk(lengths=(5,), state_dtype=torch.float32,
+                                                     full=False)),
+    ]
+    e.errors += [
+        ErrorSample("no_beta", lambda: _chunk(beta=None), ValueError,
+                    f"{op}: expected beta a tensor \\(required in the TND layout"),
+        ErrorSample("too_many_heads", lambda: _chunk(lengths=(2,), nv=65, nk=1), ValueError,
+                    f"{op}: expected Nv in \\[1, 64\\], but got 65"),
+        ErrorSample("state_dtype", lambda: _chunk(state_dtype=torch.float16), TypeError,
+                    f"{op}: expected initial_state dtype in \\['bfloat16', 'float32'\\]"),
+        ErrorSample("lengths_shape", lambda: _chunk(
+            actual_seq_lengths=torch.tensor([73], dtype=torch.int32)), RuntimeError,
+            f"{op}: expected actual_seq_lengths shape \\(2,\\)"),
+        ErrorSample("dk_too_big", lambda: _chunk(lengths=(2,), dk=129), ValueError,
+                    f"{op}: expected Dk in \\[1, 128\\], but got 129"),
+    ]
+
+
+_chunk_entries()
