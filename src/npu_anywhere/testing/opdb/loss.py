@@ -80,3 +80,37 @@ def _cross_entropy() -> None:
 
 
 _cross_entropy()
+
+
+def _softmax_ce() -> None:
+    def pair(dtype=torch.float32, n=3, c=6, seed=7):
+        gen = _gen(seed)
+        labels = torch.rand(n, c, generator=gen, dtype=torch.float64)
+        labels = labels / labels.sum(-1, keepdim=True)
+        return _logits(n, c, dtype, seed).to(dtype), labels.to(dtype)
+
+    e = _entry("npu_softmax_cross_entropy_with_logits")
+    e.samples += [
+        Sample("bf16", lambda: (pair(torch.bfloat16), {})),
+        Sample("fp64", lambda: (pair(torch.float64), {}), differentiable=True),
+    ]
+    e.errors += [
+        ErrorSample("labels_shape", lambda: ((_logits(3, 4), torch.rand(3, 5)), {}), RuntimeError,
+                    "npu_softmax_cross_entropy_with_logits: expected labels the shape"),
+        ErrorSample("labels_dtype", lambda: ((_logits(3, 4), torch.rand(3, 4).half()), {}),
+                    TypeError, "npu_softmax_cross_entropy_with_logits: expected labels the same"),
+        ErrorSample("one_d", lambda: ((torch.randn(4), torch.rand(4)), {}), ValueError,
+                    "npu_softmax_cross_entropy_with_logits: expected self a 2-D tensor"),
+    ]
+    b = _entry("npu_softmax_cross_entropy_with_logits_backward")
+    b.samples += [
+        Sample("fp16", lambda: ((torch.randn(3, generator=_gen(8)).half(),
+                                 *pair(torch.float16)), {})),
+    ]
+    b.errors += [
+        ErrorSample("grad_shape", lambda: ((torch.randn(4), *pair()), {}), RuntimeError,
+                    "npu_softmax_cross_entropy_with_logits_backward: expected grad the shape"),
+    ]
+
+
+_softmax_ce()
