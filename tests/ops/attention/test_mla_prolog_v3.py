@@ -139,10 +139,15 @@ def test_bad_index_raises_before_writing():
                                          "below BlockNum"):
         V3(*args, **kw)
     assert torch.equal(args[9], kv) and torch.equal(args[10], kr)
-    kw["cache_index"][0, 0] = kw["cache_index"][0, 2]
-    with pytest.raises(ValueError, match="slots that do not repeat"):
-        V3(*args, **kw)
-    assert torch.equal(args[9], kv)
+    # tokens sharing a slot: the last one's row is written
+    kw["cache_index"][0, 0] = kw["cache_index"][1, 2]
+    shared = int(kw["cache_index"][1, 2])
+    V3(*args, **kw)
+    one = dict(kw, cache_index=torch.full((2, 3), -1))
+    one["cache_index"][1, 2] = shared
+    kv_last = kv.clone()
+    V3(*args[:9], kv_last, kr.clone(), **one)
+    assert torch.equal(args[9].reshape(32, -1)[shared], kv_last.reshape(32, -1)[shared])
 
 
 def test_empty_tokens_write_nothing():

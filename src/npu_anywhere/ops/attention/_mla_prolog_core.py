@@ -447,7 +447,8 @@ def plan_writes(op, dims: Dims, kv_cache, cache_index, actual_seq_len, cache_mod
     """(keep, slots): the tokens written (None: all) and their cache slots (block * BlockSize +
     offset; None for BSND / TND, which write every token in order).  Raises on bad index values
     before anything is written; negative slots (or block ids) skip the token, as the kernel's
-    ``ScatterCache`` does (``paTokenIndex < 0``: return)."""
+    ``ScatterCache`` does (``paTokenIndex < 0``: return); of tokens sharing a slot the last is
+    written."""
     if cache_mode in ("BSND", "TND"):
         return None, None
     nb, bs = kv_cache.shape[0], kv_cache.shape[1]
@@ -500,9 +501,16 @@ def plan_writes(op, dims: Dims, kv_cache, cache_index, actual_seq_len, cache_mod
     if slots.numel() and bool((slots < 0).any()):
         keep = (slots >= 0).nonzero().squeeze(1)
         slots = slots[keep]
-    if slots.numel() > 1 and torch.unique(slots).numel() != slots.numel():
-        checks.expect(False, op, "cache_index", "slots that do not repeat (the NPU writes "
-                      "repeated slots in an unspecified order)", "a repeated slot", ValueError)
+    if slots.numel() > 1:
+        # Tokens sharing a slot: the last one's row stays (op-plugin's goldens write the tokens
+        # in order; the seed's v1 example sends every token to slot 0).
+        uniq, inverse = torch.unique(slots, return_inverse=True)
+        if uniq.numel() != slots.numel():
+            order = torch.arange(slots.numel(), device=slots.device)
+            last = torch.full_like(uniq, -1).scatter_reduce(0, inverse, order, "amax")
+            last = torch.sort(last).values
+            keep = last if keep is None else keep[last]
+            slots = slots[last]
     return keep, slots
 
 

@@ -254,7 +254,8 @@ _DOC = r"""
     (kv_cache_quant_mode=3, with ckvkr_repo_mode / quant_scale_repo_mode / tile_size /
     k_nope_clip_alpha) and the fp8 / mxfp8 / hifloat8 full quant (weight_quant_mode 3-5, 950
     only).  Inputs other than the caches may be non-contiguous (the NPU refuses them).  Index
-    values are checked (the NPU does not): slots in range and not repeated.  Inference only.
+    values are checked (the NPU does not): slots in range; of tokens sharing a slot the last
+    one's row is written (the goldens' order; the NPU leaves it unspecified).  Inference only.
 """
 
 
