@@ -66,3 +66,44 @@ def _sim_exponential() -> None:
 
 _top_k_top_p()
 _sim_exponential()
+
+
+def _top_k_top_p_sample() -> None:
+    # Deterministic modes only ('None', 'qSample'): the generic tests compare eager and
+    # compiled results bit for bit; multinomial draws are tested in tests/ops/sampling.
+    k = torch.tensor([2, 0, 7, 2000], dtype=_I32)
+
+    def q(rows, vocab):
+        return torch.rand(rows, vocab, generator=torch.Generator().manual_seed(9)) + 0.01
+
+    e = _entry("npu_top_k_top_p_sample")
+    e.samples += [
+        Sample("argmax_min_p_logits_fp32", lambda: (
+            (_logits(4, 13), k, torch.tensor([0.9, 0.5, 1.0, 0.0])),
+            dict(min_ps=torch.tensor([0.1, 0.0, 1.0, 0.3]), is_need_logits=True))),
+        Sample("q_sample_bf16", lambda: (
+            (_logits(4, 13, torch.bfloat16), k, torch.tensor([0.7, 0.9, 1.0, 0.4],
+                                                               dtype=torch.bfloat16), q(4, 13)),
+            dict(is_need_logits=True))),
+        Sample("q_sample_probs_fp16", lambda: (
+            (torch.softmax(_logits(4, 13), -1).half(), k,
+             torch.tensor([0.8, 1.0, 0.3, 0.6], dtype=torch.float16), q(4, 13)),
+            dict(input_is_logits=False, ks_max=5))),
+    ]
+    args = (torch.randn(3, 5), torch.ones(3, dtype=_I32), torch.ones(3))
+    e.errors += [
+        ErrorSample("top_k_dtype", lambda: ((args[0], torch.ones(3, dtype=torch.int64),
+                                             args[2]), {}), TypeError,
+                    "npu_top_k_top_p_sample: expected top_k dtype in"),
+        ErrorSample("top_p_dtype", lambda: ((args[0], args[1], args[2].half()), {}), TypeError,
+                    "npu_top_k_top_p_sample: expected top_p the same dtype as logits"),
+        ErrorSample("q_shape", lambda: (args + (torch.ones(3, 4),), {}), RuntimeError,
+                    "npu_top_k_top_p_sample: expected q logits' shape"),
+        ErrorSample("post_sample", lambda: (args, dict(post_sample="greedy")), ValueError,
+                    "npu_top_k_top_p_sample: expected post_sample one of"),
+        ErrorSample("min_ps_rows", lambda: (args, dict(min_ps=torch.ones(2))), RuntimeError,
+                    "npu_top_k_top_p_sample: expected min_ps a 1-D tensor"),
+    ]
+
+
+_top_k_top_p_sample()
