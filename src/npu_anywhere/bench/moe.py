@@ -8,7 +8,8 @@ T = 4096 tokens, E = 64 experts, top-k 8, H = 2048, float32 and bfloat16.  Conte
   weighted add per k in the input dtype.  Permute / unpermute: Megatron's eager twin
   (argsort + index_select; index_copy + probs product + sum); with a routing map, Megatron's
   ``permute`` / ``unpermute`` (masked_select of the transposed map + index_select;
-  probs product + scatter_add).
+  probs product + scatter_add); the padded routing-map unpermute: Megatron's
+  ``unpermute(drop_and_pad=True)`` (expert-major probs gather, product, scatter_add).
 * ``reference`` / ``npu_anywhere``: the op (the reference is the only provider today).
 
 Bytes moved: every input read once and every output written once.
@@ -233,6 +234,57 @@ def _routing_map_case(preset, dtype):
         })
 
 
+def naive_unpermute_padded(permuted, sorted_indices, probs, routing_map):
+    """Megatron's eager ``unpermute(drop_and_pad=True)``: each row's prob read from the
+    expert-major flat probs, the weighted rows scatter-added into the tokens."""
+    t, experts = probs.shape
+    hidden = permuted.shape[1]
+    capacity = permuted.shape[0] // experts
+    token = sorted_indices.long()
+    flat = (torch.arange(experts, device=token.device).unsqueeze(1) * t
+            + token.view(experts, capacity)).reshape(-1)
+    row_probs = probs.t().contiguous().view(-1).index_select(0, flat)
+    weighted = permuted * row_probs.unsqueeze(-1)
+    out = torch.zeros(t, hidden, dtype=permuted.dtype, device=permuted.device)
+    return out.scatter_add_(0, token.unsqueeze(1).expand(-1, hidden), weighted)
+
+
+def _unpermute_padded(permuted, sorted_indices, probs, routing_map):
+    return npu_moe_token_unpermute_with_routing_map(
+        permuted, sorted_indices, [probs.shape[0], permuted.shape[1]], probs=probs,
+        routing_map=routing_map, drop_and_pad=True)
+
+
+def _unpermute_padded_case(preset, dtype):
+    t, e, k, h = PRESETS[preset]
+    capacity = t * k // e
+
+    def make(device):
+        x, _, ids = _routing_inputs(t, e, k, h, dtype, device)
+        routing_map = torch.zeros(t, e, dtype=torch.bool, device=device).scatter(
+            1, ids.long(), True)
+        probs = torch.softmax(torch.rand(t, e), -1).to(device=device, dtype=dtype)
+        # Megatron's padded permute: per expert its routed tokens, then unrouted ones (the
+        # padding, all pointing at the lowest-numbered tokens), cut at the capacity.
+        order = routing_map.t().to(torch.int8).argsort(dim=-1, descending=True, stable=True)
+        sorted_indices = order[:, :capacity].reshape(-1).to(torch.int32)
+        return x.index_select(0, sorted_indices), sorted_indices, probs, routing_map
+
+    size = torch.finfo(dtype).bits // 8
+    rows = e * capacity
+    return Case(
+        name=f"npu_moe_token_unpermute_with_routing_map padded {preset} {str(dtype)[6:]}",
+        op="npu_moe_token_unpermute_with_routing_map", preset=preset, dtype=dtype,
+        make_inputs=make,
+        bytes_moved=size * (rows * h + t * h + t * e) + t * e + 4 * rows,
+        tolerance={"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {},
+        contenders={
+            "naive": naive_unpermute_padded,
+            "reference": with_reference(_unpermute_padded),
+            "npu_anywhere": _unpermute_padded,
+        })
+
+
 for _preset in PRESETS:
     for _dtype in DTYPES:
         if _dtype == torch.float32:
@@ -243,3 +295,4 @@ for _preset in PRESETS:
         register(_finalize_case(_preset, _dtype))
         register(_permute_case(_preset, _dtype))
         register(_routing_map_case(_preset, _dtype))
+        register(_unpermute_padded_case(_preset, _dtype))
