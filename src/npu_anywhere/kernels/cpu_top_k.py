@@ -87,8 +87,8 @@ inline void row_keys(const T* row, int64_t n, int64_t m, int64_t* keys, int64_t 
             if constexpr (std::is_same_v<T, float>) {
                 b = _mm512_maskz_loadu_epi32(live, row + j);
             } else if constexpr (std::is_same_v<T, at::BFloat16>) {
-                b = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(live, row + j)),
-                                      16);
+                const __m256i half = _mm256_maskz_loadu_epi16(live, row + j);
+                b = _mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16);
             } else {
                 b = _mm512_castps_si512(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, row + j)));
             }

@@ -103,6 +103,33 @@ def test_matches_golden(dtype, norm_type, mode, config):
     assert_close_to_golden(norm, gnorm)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("norm_type,mode", [(0, 0), (1, 1)])
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_cpp_provider_matches_golden_and_reference(built_cpu_top_k, monkeypatch, dtype,
+                                                   norm_type, mode, config):
+    """The CPU C++ top-k provider: the golden's ids, and every output bit-identical to the
+    reference (it reuses the reference's ATen steps and only swaps the ranking)."""
+    from npu_anywhere.kernels import cpu_top_k
+    rows, e, k, k_group, groups, with_bias = CONFIGS[config]
+    x = make((rows, e), dtype, seed=e + rows)
+    bias = make((e,), dtype, seed=1, lo=-0.5, hi=0.5) if with_bias else None
+    kwargs = dict(bias=bias, k_group=k_group, group_count=groups, group_select_mode=mode,
+                  norm_type=norm_type, out_flag=True, routed_scaling_factor=1.5)
+    with use_providers("reference", op="npu_moe_gating_top_k"):
+        want = na.npu_moe_gating_top_k(x, k, **kwargs)
+    calls = []
+    real = cpu_top_k.top_k
+    monkeypatch.setattr(cpu_top_k, "top_k", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    with compiled_kernels.compiling_after(0), \
+            use_providers("cpp_top_k", op="npu_moe_gating_top_k"):
+        got = na.npu_moe_gating_top_k(x, k, **kwargs)
+    assert calls, "the C++ top-k did not run"
+    assert torch.equal(got[1], golden(x, k, bias, k_group, groups, mode, norm_type, 1.5)[1])
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+
+
 def golden_hash(x, input_ids, tid2eid, bias=None, norm_type=0, routed_scaling_factor=1.0,
                 eps=1e-20):
     """Hash mode (the doc; Huawei's hash-kernel golden): the table row is the expert list."""
@@ -177,8 +204,10 @@ def test_eps_enters_the_sigmoid_denominator():
     assert float(y.double().sum(-1).max()) < 0.9      # eps = 0.5 visibly shrinks the sum
 
 
-@pytest.mark.parametrize("provider", ["reference", "compiled"])
-def test_ties_lower_group_and_lower_expert_first(provider):
+@pytest.mark.parametrize("provider", ["reference", "compiled", "cpp_top_k"])
+def test_ties_lower_group_and_lower_expert_first(request, provider):
+    if provider == "cpp_top_k":
+        request.getfixturevalue("built_cpu_top_k")
     with compiled_kernels.compiling_after(0), \
             use_providers(provider, "reference", op="npu_moe_gating_top_k"):
         # All equal: groups 0 and 1 win the group tie, experts 0.. win the expert tie.

@@ -33,7 +33,7 @@ from __future__ import annotations
 import torch
 
 from ... import checks, targets
-from ...kernels import compiled
+from ...kernels import compiled, cpu_top_k
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from ._routing import compute_dtype, expect_float, stable_top_k
@@ -177,8 +177,9 @@ def _sum_of_top2(grouped: torch.Tensor) -> torch.Tensor:
     return first + torch.where(is_first.sum(dim=-1) >= 2, first, rest)
 
 
-def _top_k_in_best_groups(score, k, k_group, group_count, group_select_mode):
-    """Expert ids of the k best scores inside the k_group best groups (int64, ``(rows, k)``)."""
+def _top_k_in_best_groups(score, k, k_group, group_count, group_select_mode, rank=stable_top_k):
+    """Expert ids of the k best scores inside the k_group best groups (int64, ``(rows, k)``);
+    ``rank`` is the stable top-k used (the reference's, or the C++ kernel's)."""
     rows, experts = score.shape
     per_group = experts // group_count
     grouped = score.view(rows, group_count, per_group)
@@ -186,19 +187,25 @@ def _top_k_in_best_groups(score, k, k_group, group_count, group_select_mode):
         group_score = grouped.amax(dim=-1)
     else:
         group_score = _sum_of_top2(grouped)
-    _, best = stable_top_k(group_score, k_group)
+    _, best = rank(group_score, k_group)
     # Rank only the kept groups' experts (half the work of masking the others with -inf on
     # DeepSeek-V3's 4 of 8).  Kept in ascending group order, their concatenation lists experts
     # by id, so its stable ranking breaks ties exactly as a ranking of all experts would.
     best = torch.sort(best, dim=-1).values
     kept = grouped.gather(1, best.unsqueeze(-1).expand(rows, k_group, per_group))
-    _, pos = stable_top_k(kept.reshape(rows, k_group * per_group), k)
+    _, pos = rank(kept.reshape(rows, k_group * per_group), k)
     return best.gather(1, pos // per_group) * per_group + pos % per_group
 
 
 def gating_top_k_reference(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group=1,
                            group_count=1, group_select_mode=0, renorm=0, norm_type=0,
                            out_flag=False, routed_scaling_factor=1.0, eps=1e-20):
+    return _gating(x, k, bias, input_ids, tid2eid, k_group, group_count, group_select_mode,
+                   norm_type, routed_scaling_factor, eps, stable_top_k)
+
+
+def _gating(x, k, bias, input_ids, tid2eid, k_group, group_count, group_select_mode, norm_type,
+            routed_scaling_factor, eps, rank):
     norm = _norm(x, norm_type)
     score = norm if bias is None else norm + bias.to(norm.dtype)
     if input_ids is not None:
@@ -207,9 +214,9 @@ def gating_top_k_reference(x, k, *, bias=None, input_ids=None, tid2eid=None, k_g
         idx = tid2eid.index_select(0, input_ids.to(torch.int64)).to(torch.int64)
     # One expert per group (mode 0) or every group kept: the group step changes nothing.
     elif 1 < group_count < x.shape[1] and k_group < group_count:
-        idx = _top_k_in_best_groups(score, k, k_group, group_count, group_select_mode)
+        idx = _top_k_in_best_groups(score, k, k_group, group_count, group_select_mode, rank)
     else:
-        idx = stable_top_k(score, k)[1]
+        idx = rank(score, k)[1]
     y = norm.gather(1, idx)
     if norm_type == _SIGMOID:
         y = y / (y.sum(dim=-1, keepdim=True) + eps)
@@ -274,7 +281,36 @@ def _gating_key(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group=1, gro
             None if input_ids is None else (input_ids.dtype, tid2eid.dtype))
 
 
-# Fuses the norm, the bias and the group scores; the rankings stay ATen top-k calls.
+# On the CPU the rankings (most of the time: two ATen topk calls per token) run in the C++
+# stable top-k, the rest is the reference's own ATen calls, so the outputs are bit-identical.
+def _cpp_rank(values, k):
+    top, idx = cpu_top_k.top_k(values, k)
+    return top, idx.to(torch.int64)
+
+
+def _cpp_supports(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group=1, group_count=1,
+                  group_select_mode=0, renorm=0, norm_type=0, out_flag=False,
+                  routed_scaling_factor=1.0, eps=1e-20):
+    if input_ids is not None:
+        return "hash mode ranks nothing"
+    if x.dtype == torch.float64:
+        return "float64 scores"
+    if k_group > cpu_top_k.MAX_K:
+        return f"k_group above {cpu_top_k.MAX_K}"
+    return cpu_top_k.supports(x, k)
+
+
+def _cpp_gating(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group=1, group_count=1,
+                group_select_mode=0, renorm=0, norm_type=0, out_flag=False,
+                routed_scaling_factor=1.0, eps=1e-20):
+    return _gating(x, k, bias, input_ids, tid2eid, k_group, group_count, group_select_mode,
+                   norm_type, routed_scaling_factor, eps, _cpp_rank)
+
+
+CPP_PROVIDER = "cpp_top_k"
+gating_top_k_op.add_provider(CPP_PROVIDER, _cpp_gating, _cpp_supports)
+
+# Elsewhere (CUDA): the norm, the bias and the group scores fused; the rankings ATen's topk.
 compiled.register(gating_top_k_op, key=_gating_key)
 
 
