@@ -48,12 +48,17 @@ def check_inputs(op: str, query: torch.Tensor, key: torch.Tensor, *, lengths_q, 
                  block_table, layout_query: str, layout_key: str, key_name: str = "key",
                  lengths_k_name: str = "actual_seq_lengths_key",
                  layout_key_name: str = "layout_key", pre_tokens: int = MAX_TOKENS,
-                 next_tokens: int = MAX_TOKENS) -> Shapes:
-    """The layout, rank, length-tensor and block-table rules shared by the DSA ops."""
-    checks.expect_one_of(layout_query, QUERY_LAYOUTS, op, "layout_query")
+                 next_tokens: int = MAX_TOKENS, layout_query_name: str = "layout_query",
+                 lengths_q_name: str = "actual_seq_lengths_query") -> Shapes:
+    """The layout, rank, length-tensor and block-table rules shared by the DSA ops.
+
+    The backward ops name their arguments differently (one ``layout``, ``actual_seq_qlen``):
+    the ``*_name`` arguments give the spelling the error messages use."""
+    checks.expect_one_of(layout_query, QUERY_LAYOUTS, op, layout_query_name)
     checks.expect_one_of(layout_key, KEY_LAYOUTS, op, layout_key_name)
     checks.expect(layout_key == "PA_BSND" or layout_key == layout_query, op, layout_key_name,
-                  lambda: f"equal to layout_query ({layout_query!r}) unless it is 'PA_BSND'",
+                  lambda: f"equal to {layout_query_name} ({layout_query!r}) unless it is "
+                  "'PA_BSND'",
                   repr(layout_key), ValueError)
     checks.expect(pre_tokens == MAX_TOKENS, op, "pre_tokens", f"the default {MAX_TOKENS}",
                   repr(pre_tokens), ValueError)
@@ -61,7 +66,7 @@ def check_inputs(op: str, query: torch.Tensor, key: torch.Tensor, *, lengths_q, 
                   repr(next_tokens), ValueError)
     q_rank = 4 if layout_query == "BSND" else 3
     checks.expect(query.dim() == q_rank, op, "query",
-                  f"a {q_rank}-D tensor for layout_query {layout_query!r}",
+                  f"a {q_rank}-D tensor for {layout_query_name} {layout_query!r}",
                   lambda: f"shape {tuple(query.shape)}", ValueError)
     k_rank = 3 if layout_key == "TND" else 4
     checks.expect(key.dim() == k_rank, op, key_name,
@@ -72,12 +77,12 @@ def check_inputs(op: str, query: torch.Tensor, key: torch.Tensor, *, lengths_q, 
     checks.expect(key.numel() > 0, op, key_name, "a non-empty tensor",
                   lambda: f"shape {tuple(key.shape)}", ValueError)
     if layout_query == "TND":
-        checks.expect(lengths_q is not None, op, "actual_seq_lengths_query",
-                      "a tensor when layout_query is 'TND'", "None", ValueError)
+        checks.expect(lengths_q is not None, op, lengths_q_name,
+                      f"a tensor when {layout_query_name} is 'TND'", "None", ValueError)
         batch = lengths_q.shape[0] if lengths_q.dim() == 1 else -1
     else:
         batch = query.shape[0]
-    _lengths(op, "actual_seq_lengths_query", lengths_q, batch)
+    _lengths(op, lengths_q_name, lengths_q, batch)
     if layout_key in ("TND", "PA_BSND"):
         checks.expect(lengths_k is not None, op, lengths_k_name,
                       f"a tensor when {layout_key_name} is {layout_key!r}", "None", ValueError)
@@ -107,7 +112,8 @@ def _values(t: torch.Tensor) -> list[int]:
     return [int(v) for v in t.tolist()]
 
 
-def query_spans(op: str, query: torch.Tensor, layout: str, lengths) -> list[tuple[int, int]]:
+def query_spans(op: str, query: torch.Tensor, layout: str, lengths,
+                name: str = "actual_seq_lengths_query") -> list[tuple[int, int]]:
     """(first row, row count) of each batch's valid query tokens, in rows of the flattened
     query (``B * S1`` rows for BSND, ``T1`` for TND)."""
     if layout == "TND":
@@ -115,14 +121,14 @@ def query_spans(op: str, query: torch.Tensor, layout: str, lengths) -> list[tupl
         total = query.shape[0]
         ok = all(e >= 0 for e in ends) and all(a <= b for a, b in zip(ends, ends[1:])) and \
             (not ends or ends[-1] <= total)
-        checks.expect(ok, op, "actual_seq_lengths_query",
+        checks.expect(ok, op, name,
                       lambda: f"non-negative non-decreasing prefix sums at most T1 = {total}",
                       ends, ValueError)
         starts = [0] + ends[:-1]
         return [(s, e - s) for s, e in zip(starts, ends)]
     b, s1 = query.shape[0], query.shape[1]
     counts = [s1] * b if lengths is None else _values(lengths)
-    checks.expect(all(0 <= c <= s1 for c in counts), op, "actual_seq_lengths_query",
+    checks.expect(all(0 <= c <= s1 for c in counts), op, name,
                   lambda: f"values in [0, S1 = {s1}]", counts, ValueError)
     return [(i * s1, c) for i, c in enumerate(counts)]
 

@@ -221,6 +221,7 @@ def check_lightning_indexer_grad(query, key, dy, sparse_indices, weights,
     shapes = dsa.check_inputs(op, query, key, lengths_q=actual_seq_lengths_query,
                               lengths_k=actual_seq_lengths_key, block_table=None,
                               layout_query=layout, layout_key=layout, layout_key_name="layout",
+                              layout_query_name="layout",
                               pre_tokens=dsa.MAX_TOKENS if pre_tokens is None else pre_tokens,
                               next_tokens=dsa.MAX_TOKENS if next_tokens is None
                               else next_tokens)

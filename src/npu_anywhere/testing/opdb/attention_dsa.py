@@ -92,3 +92,85 @@ def _lightning_indexer() -> None:
 
 
 _lightning_indexer()
+
+
+def _sfa_bsnd(dtype=torch.bfloat16, rope=True, **kw):
+    q = _t(2, 3, 4, 8, dtype=dtype, seed=11)
+    k = _t(2, 9, 1, 8, dtype=dtype, seed=12)
+    idx = torch.tensor([[4, 0, 2, -1], [1, 3, -1, -1], [0, 1, 2, 3]], dtype=_I32)
+    idx = idx.view(1, 3, 1, 4).expand(2, 3, 1, 4).contiguous()
+    args = dict(sparse_block_size=2)
+    if rope:
+        args.update(query_rope=_t(2, 3, 4, 4, dtype=dtype, seed=13),
+                    key_rope=_t(2, 9, 1, 4, dtype=dtype, seed=14), attention_mode=2)
+    args.update(kw)
+    return (q, k, k.clone(), idx, 0.35), args
+
+
+def _sfa_tnd_paged(**kw):
+    q = _t(5, 2, 8, dtype=torch.float16, seed=15)
+    cache = _t(3, 4, 1, 8, dtype=torch.float16, seed=16)
+    idx = torch.tensor([[[0, 2, -1]], [[1, -1, -1]], [[0, 1, 2]], [[3, 0, -1]], [[2, 1, 0]]],
+                       dtype=_I32)
+    args = dict(actual_seq_lengths_query=torch.tensor([2, 5], dtype=_I32),
+                actual_seq_lengths_kv=torch.tensor([3, 6], dtype=_I32),
+                block_table=torch.tensor([[2, -1], [0, 1]], dtype=_I32), layout_query="TND",
+                layout_kv="PA_BSND", sinks=torch.tensor([0.5, -1.0]))
+    args.update(kw)
+    return (q, cache, cache.clone(), idx, 0.5), args
+
+
+def _sparse_flash_attention() -> None:
+    e = _entry("npu_sparse_flash_attention")
+    e.samples += [
+        Sample("bsnd_rope_lse_block2", lambda: _sfa_bsnd(return_softmax_lse=True)),
+        Sample("tnd_paged_sinks", _sfa_tnd_paged),
+        # Not differentiable here: opcheck would ask sparse_indices (int32) for a gradient.
+        # tests/ops/attention/test_sparse_flash_attention.py runs gradcheck instead.
+        Sample("fp16_mode0_no_rope", lambda: _sfa_bsnd(torch.float16, rope=False,
+                                                       sparse_mode=0)),
+    ]
+    e.errors += [
+        ErrorSample("block_size", lambda: _sfa_bsnd(sparse_block_size=3), ValueError,
+                    "npu_sparse_flash_attention: expected sparse_block_size a power of 2"),
+        ErrorSample("rope_alone", lambda: _sfa_bsnd(key_rope=None), ValueError,
+                    "npu_sparse_flash_attention: expected query_rope given together"),
+        ErrorSample("indices_dtype", lambda: _sfa_bsnd()[0][:3] and (
+            _sfa_bsnd()[0][:3] + (_sfa_bsnd()[0][3].long(), 0.35), _sfa_bsnd()[1]), TypeError,
+            "npu_sparse_flash_attention: expected sparse_indices dtype"),
+        ErrorSample("paged_lse", lambda: _sfa_tnd_paged(return_softmax_lse=True), ValueError,
+                    "npu_sparse_flash_attention: expected return_softmax_lse False"),
+        ErrorSample("paged_block_divisor", lambda: _sfa_tnd_paged(sparse_block_size=8),
+                    ValueError, "npu_sparse_flash_attention: expected sparse_block_size a "
+                    "divisor of the paged block_size 4"),
+        ErrorSample("sinks_shape", lambda: _sfa_tnd_paged(sinks=torch.zeros(3)), ValueError,
+                    "npu_sparse_flash_attention: expected sinks shape"),
+        ErrorSample("attention_mode", lambda: _sfa_bsnd(attention_mode=1), ValueError,
+                    "npu_sparse_flash_attention: expected attention_mode 0 or 2"),
+    ]
+
+    def grad_args(layout="BSND"):
+        (q, k, v, idx, scale), kw = _sfa_bsnd()
+        d_out = _t(*q.shape, seed=17)
+        empty = torch.empty(0)
+        if layout == "TND":
+            return (q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), idx.flatten(0, 1),
+                    d_out.flatten(0, 1), d_out.flatten(0, 1), empty, empty, scale, 2,
+                    kw["query_rope"].flatten(0, 1), kw["key_rope"].flatten(0, 1),
+                    torch.tensor([3, 6], dtype=_I32), torch.tensor([9, 18], dtype=_I32),
+                    "TND", 3), {}
+        return (q, k, v, idx, d_out, d_out, empty, empty, scale, 2), {}
+
+    g = _entry("npu_sparse_flash_attention_grad")
+    g.samples += [Sample("bsnd", grad_args), Sample("tnd_rope", lambda: grad_args("TND"))]
+    g.errors += [
+        ErrorSample("d_out_shape", lambda: (grad_args()[0][:4] + (torch.zeros(2, 3, 4, 7),)
+                                            + grad_args()[0][5:], {}), ValueError,
+                    "npu_sparse_flash_attention_grad: expected d_out shape"),
+        ErrorSample("layout", lambda: (grad_args()[0] + (None, None, None, None, "PA_BSND"),
+                                       {}), ValueError,
+                    "npu_sparse_flash_attention_grad: expected layout one of"),
+    ]
+
+
+_sparse_flash_attention()
