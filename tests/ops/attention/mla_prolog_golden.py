@@ -70,7 +70,7 @@ def golden(args, kw):
         s = query.abs().amax(-1, keepdim=True) / 127
         query = int8(query / s)
         out["scale_q_nope"] = s
-        q_rope = q_rope * kw["quant_scale_ckv"].to(F64).reshape(()) / s
+        q_rope = q_rope * kw["quant_scale_ckv"].to(F64).reshape(-1)[0] / s
     out["query"], out["query_rope"] = query, q_rope
     mm4 = x @ w_dkv_kr.to(F64)
     if wq == 2:
@@ -78,7 +78,7 @@ def golden(args, kw):
     kv = rms(mm4[:, :hckv], g_ckv, eps_ckv) * kw.get("kc_scale", 1.0)
     kr = rope(mm4[:, hckv:], cos, sin)
     if kvq == 1:
-        kv = int8(kv * kw["quant_scale_ckv"].to(F64).reshape(()))
+        kv = int8(kv * kw["quant_scale_ckv"].to(F64).reshape(-1)[0])
     elif kvq == 2:
         kv = int8(kv * kw["quant_scale_ckv"].to(F64))
         kr = int8(kr * kw["quant_scale_ckr"].to(F64))

@@ -249,9 +249,12 @@ def _check_dtypes(op, version, sc, dims, token_x, weight_dq, weight_uq_qr, weigh
         _expect_present(op, "quant_scale_ckr", quant_scale_ckr, "the kr_cache is quantized")
         _expect_dtype(op, "quant_scale_ckr", quant_scale_ckr, (F32,))
         _expect_shape(op, "quant_scale_ckr", quant_scale_ckr, (1, dims.dr))
-    else:   # per-tensor: one scale (v2 documents (1, Hckv); a single value of any shape)
-        checks.expect(quant_scale_ckv.numel() == 1, op, "quant_scale_ckv",
-                      "a single value (per-tensor kv_cache quant), e.g. shape (1,)",
+    else:
+        # per-tensor: v3 documents [1]; v2 documents (1, Hckv), of which op-plugin's golden
+        # (test_mla_prolog_v2.py: quant_scale_ckv[:, :1]) uses the first value
+        ok = quant_scale_ckv.numel() == 1 or tuple(quant_scale_ckv.shape) == (1, dims.hckv)
+        checks.expect(ok, op, "quant_scale_ckv", lambda: "a single value or the shape (1, "
+                      f"{dims.hckv}) (per-tensor kv_cache quant: its first value is the scale)",
                       lambda: _shape(quant_scale_ckv), RuntimeError)
         _expect_absent(op, "quant_scale_ckr", quant_scale_ckr, "the kr_cache is not quantized "
                        "in the per-tensor scenario")
@@ -399,7 +402,7 @@ def compute(sc: Scenario, dims: Dims, token_x, weight_dq, weight_uq_qr, weight_u
     scale_q_nope = None
     if sc.quant_query:
         query, scale_q_nope = _dynamic_int8(query)           # per token and head: [T, N, 1]
-        q_rope = q_rope * quant_scale_ckv.to(F32).reshape(()) / scale_q_nope
+        q_rope = q_rope * quant_scale_ckv.to(F32).reshape(-1)[0] / scale_q_nope
     # path 3/4: c^KV = RmsNorm(x W^DKV) (* kc_scale), k^R = ROPE(x W^KR)
     mm4 = _mm(x, weight_dkv_kr, full)
     if full:
@@ -409,7 +412,7 @@ def compute(sc: Scenario, dims: Dims, token_x, weight_dq, weight_uq_qr, weight_u
     if sc.kv_cache == 0:
         kv_rows, kr_rows = c_kv.to(BF16), k_rope.to(BF16)
     elif sc.kv_cache == 1:
-        kv_rows = qcore.cast_to(c_kv * quant_scale_ckv.to(F32).reshape(()), _INT8)
+        kv_rows = qcore.cast_to(c_kv * quant_scale_ckv.to(F32).reshape(-1)[0], _INT8)
         kr_rows = k_rope.to(BF16)
     else:
         kv_rows = qcore.cast_to(c_kv * quant_scale_ckv.to(F32), _INT8)

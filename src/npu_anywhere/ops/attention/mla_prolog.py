@@ -201,10 +201,11 @@ def npu_mla_prolog_v2(token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr
     weight_dkv_kr and float32 ``dequant_scale_x [T, 1]``, ``dequant_scale_w_dq [1, Hcq]``,
     ``dequant_scale_w_uq_qr [1, N*(D+Dr)]``, ``dequant_scale_w_dkv_kr [1, Hckv+Dr]`` is the full
     quant; with a bfloat16 kv_cache all outputs are bfloat16, with an int8 kv_cache and a
-    single-valued ``quant_scale_ckv`` the kv_cache is quantized per tensor, the query per token
-    and head (``s = max|q^N| / 127``, ``query = rint(q^N / s)``) and ``query_rope`` becomes
-    ``q^R * quant_scale_ckv / s`` (op-plugin's golden test_mla_prolog_v3.py); kr_cache stays
-    bfloat16.
+    ``quant_scale_ckv`` (one value, or ``(1, Hckv)`` of which the first is used, as op-plugin's
+    golden test_mla_prolog_v2.py reads it) the kv_cache is quantized per tensor, the query per
+    token and head (``s = max|q^N| / 127``, ``query = rint(q^N / s)``) and ``query_rope``
+    becomes ``q^R * quant_scale_ckv / s`` (the goldens of test_mla_prolog_v2/_v3.py); kr_cache
+    stays bfloat16.
 
     Returns
     -------

@@ -217,7 +217,8 @@ _DOC = r"""
         float32 ``[T, 1]``, ``[1, Hcq]``, ``[1, N*(D+Dr)]``, ``[1, Hckv+Dr]``, the dequant
         scales of the int8 matmuls (the scenarios below say which are required).
     quant_scale_ckv, quant_scale_ckr : Tensor
-        float32 ``[1, Hckv]`` / ``[1, Dr]`` (per-channel) or ``[1]`` (per-tensor, ckv only):
+        float32 ``[1, Hckv]`` / ``[1, Dr]`` (per-channel) or ``[1]`` (per-tensor, ckv only; a
+        ``[1, Hckv]`` tensor there gives its first value, as op-plugin's v2 golden reads it):
         ``cache = rint(value * scale)`` saturated to int8.
     smooth_scales_cq : Tensor, optional
         float32 ``[1, Hcq]``, multiplied into c^Q before its dynamic int8 quant.

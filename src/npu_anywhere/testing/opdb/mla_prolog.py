@@ -164,8 +164,8 @@ def _v1v2_entries():
                     RuntimeError, "npu_mla_prolog_v2: expected cache_index the shape .2, 3."),
         ErrorSample("pertensor_scale_shape", lambda: _with(
             lambda: v1v2_inputs(2, tokens=(5,), scenario=(2, 1, 1)),
-            quant_scale_ckv=torch.ones(1, 32)), RuntimeError,
-            "npu_mla_prolog_v2: expected quant_scale_ckv a single value"),
+            quant_scale_ckv=torch.ones(2, 32)), RuntimeError,
+            "npu_mla_prolog_v2: expected quant_scale_ckv a single value or the shape"),
     ]
 
 
