@@ -1,12 +1,12 @@
 """The module objects ``torch.npu`` / ``torch_npu.npu`` and their ``amp`` and ``utils``
-submodules, assembled from :mod:`.device`, :mod:`.streams`, :mod:`.tensor_types` and
-:mod:`.amp`."""
+submodules, assembled from :mod:`.device`, :mod:`.streams`, :mod:`.graphs`,
+:mod:`.tensor_types` and :mod:`.amp`."""
 
 from __future__ import annotations
 
 import types
 
-from . import amp, device, streams, tensor_types
+from . import amp, device, graphs, streams, tensor_types
 
 
 def _fill(module: types.ModuleType) -> types.ModuleType:
@@ -14,6 +14,8 @@ def _fill(module: types.ModuleType) -> types.ModuleType:
         setattr(module, attr, getattr(device, attr))
     for attr in streams.API:
         setattr(module, attr, getattr(streams, attr))
+    for attr in graphs.API:
+        setattr(module, attr, getattr(graphs, attr))
     tensor_types.add_to(module)
     return module
 
