@@ -167,3 +167,37 @@ def test_no_backward():
     x = torch.randn(2, 5, requires_grad=True)
     with pytest.raises(RuntimeError, match="npu_top_k_top_p: expected inputs that do not"):
         na.npu_top_k_top_p(x, torch.rand(2))
+
+
+def _chosen_provider(*args):
+    from npu_anywhere.library import REGISTRY
+    return REGISTRY["npu_top_k_top_p"].providers.select(*args).name
+
+
+@pytest.mark.parametrize("with_p", [True, False])
+def test_partial_sort_provider_matches_golden_and_reference(with_p):
+    b, v = 3, 4099
+    logits = _logits(b, v, torch.float32, seed=8)
+    p = torch.tensor([0.9, 0.3, 0.6]) if with_p else None
+    k = torch.tensor([1000, 7, 64], dtype=torch.int32)
+    assert _chosen_provider(logits, p, k) == "partial_sort"
+    got = na.npu_top_k_top_p(logits, p, k)
+    assert_matches(got, logits, p, k, max_ambiguous=1)
+    with na.use_providers("reference"):
+        want = na.npu_top_k_top_p(logits, p, k)
+    assert torch.equal(got, want)
+
+
+def test_partial_sort_provider_falls_back_on_skipped_rows_and_wide_ties():
+    v = 4100
+    logits = torch.randint(-3, 4, (2, v), generator=torch.Generator().manual_seed(9)).float()
+    k = torch.tensor([5, 9], dtype=torch.int32)       # ~600 entries tie at the threshold
+    p = torch.tensor([0.5, 0.95])
+    assert _chosen_provider(logits, p, k) == "partial_sort"
+    with na.use_providers("reference"):
+        want = na.npu_top_k_top_p(logits, p, k)
+        skipped = na.npu_top_k_top_p(logits, p, torch.tensor([0, 9], dtype=torch.int32))
+    assert torch.equal(na.npu_top_k_top_p(logits, p, k), want)
+    assert torch.equal(na.npu_top_k_top_p(logits, p, torch.tensor([0, 9], dtype=torch.int32)),
+                       skipped)
+    assert _chosen_provider(logits, p, None) == "reference"

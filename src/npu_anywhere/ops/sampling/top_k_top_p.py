@@ -99,6 +99,51 @@ top_k_top_p_op.forbid_autograd("torch_npu defines no backward for it (op-plugin'
                                "derivatives.yaml lists none)")
 
 
+# -- the partial-sort provider -----------------------------------------------------------------
+#
+# With a top-k in every row only the k largest entries can survive, so a ``topk`` of the
+# largest k replaces the full sort of the row (V = 150k against k <= 1024 in vLLM's decode
+# step).  The survivors are ordered by (value, index) -- a sort of the few by index, then a
+# stable sort by value -- which is the reference's stable order restricted to them; the
+# softmax over the survivors equals the reference's masked softmax up to the order of its sum.
+
+PARTIAL_MIN_VOCAB = 4096
+
+
+def _partial_supports(logits, p=None, k=None):
+    if k is None:
+        return "top-p without top-k ranks the whole row"
+    if logits.shape[-1] < PARTIAL_MIN_VOCAB:
+        return f"vocab below {PARTIAL_MIN_VOCAB}: the full sort is as fast"
+    return None
+
+
+def _partial_top_k_top_p(logits, p=None, k=None):
+    vocab = logits.shape[-1]
+    kk = k.to(torch.int64)
+    if logits.shape[0] == 0:
+        return logits.clone()
+    k_max = int(kk.max())
+    if int(kk.min()) <= 0 or k_max >= vocab or 4 * k_max > vocab:
+        return top_k_top_p_reference(logits, p, k)       # a row without top-k: full sort
+    top_values, top_index = torch.topk(logits, k_max, dim=-1, sorted=True)
+    kth = top_values.gather(1, (kk - 1).unsqueeze(1))
+    if bool(((logits >= kth).sum(dim=-1) > k_max).any()):
+        return top_k_top_p_reference(logits, p, k)       # ties at the threshold beyond k_max
+    if p is None:
+        return logits.masked_fill(logits < kth, float("-inf"))
+    by_index, perm = torch.sort(top_index, dim=-1)
+    values, perm2 = torch.sort(top_values.gather(1, perm), dim=-1, stable=True)
+    index = by_index.gather(1, perm2)
+    # Within the k_max survivors the k-th largest sits at k_max - k: the same rule applies.
+    keep = keep_mask_sorted(values.to(torch.float32), p, k)
+    out = torch.full_like(logits, float("-inf"))
+    return out.scatter_(1, index, values.masked_fill(~keep, float("-inf")))
+
+
+top_k_top_p_op.add_provider("partial_sort", _partial_top_k_top_p, _partial_supports)
+
+
 def npu_top_k_top_p(logits, p=None, k=None):
     """Mask logits outside each row's top-k and then outside its top-p nucleus with ``-inf``.
 
