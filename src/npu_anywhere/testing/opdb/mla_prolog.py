@@ -98,16 +98,16 @@ def _with(make, **changes):
     return args, kwargs
 
 
-def _v3_entry(name):
+def _v3_entry(name, functional=False):
     e = _entry(name)
-    e.samples += [
-        Sample("PA_BSND_bf16_norm_out", lambda: _with(lambda: mla_inputs(), query_norm_flag=True,
-                                                      qc_qr_scale=0.5, kc_scale=2.0)),
-        Sample("PA_NZ_int8_uq_qr_perchannel_cache", lambda: mla_inputs(
-            scenario=(1, 2, 0), cache_mode="PA_NZ", dr=32)),
-        Sample("TND_int8_full_quant_pertensor", lambda: _with(lambda: mla_inputs(
-            tokens=(5,), scenario=(2, 1, 1), cache_mode="TND"), query_norm_flag=True)),
-    ]
+    e.samples.append(Sample("PA_BSND_bf16_norm_out", lambda: _with(
+        lambda: mla_inputs(), query_norm_flag=True, qc_qr_scale=0.5, kc_scale=2.0)))
+    if functional:      # the functional form shares v3's code: one more sample, quantized
+        e.samples.append(Sample("TND_int8_full_quant_pertensor", lambda: _with(lambda: mla_inputs(
+            tokens=(5,), scenario=(2, 1, 1), cache_mode="TND"), query_norm_flag=True)))
+    else:
+        e.samples.append(Sample("PA_NZ_int8_uq_qr_perchannel_cache", lambda: mla_inputs(
+            scenario=(1, 2, 0), cache_mode="PA_NZ", dr=32)))
     e.errors += [
         ErrorSample("uk_shape", lambda: _swap(mla_inputs(), 3, torch.zeros(2, 4, 32, dtype=BF16)),
                     RuntimeError, f"{name}: expected weight_uq_qr the shape"),
@@ -136,15 +136,14 @@ def _swap(call, i, value):
 
 
 _v3_entry("npu_mla_prolog_v3")
-_v3_entry("npu_mla_prolog_v3_functional")
+_v3_entry("npu_mla_prolog_v3_functional", functional=True)
 
 
 def _v1v2_entries():
     e = _entry("npu_mla_prolog")
     e.samples += [
-        Sample("PA_BSND_bf16", lambda: v1v2_inputs(1)),
-        Sample("PA_NZ_int8_uq_qr_perchannel_cache", lambda: v1v2_inputs(
-            1, tokens=(4,), scenario=(1, 2, 0), cache_mode="PA_NZ", dr=32)),
+        Sample("PA_BSND_int8_uq_qr_perchannel_cache", lambda: v1v2_inputs(
+            1, tokens=(4,), scenario=(1, 2, 0))),
     ]
     e.errors += [
         ErrorSample("int8_token_x", lambda: v1v2_inputs(1, scenario=(2, 0, 0)), TypeError,
@@ -154,7 +153,6 @@ def _v1v2_entries():
     ]
     e = _entry("npu_mla_prolog_v2")
     e.samples += [
-        Sample("PA_BSND_int8_uq_qr", lambda: v1v2_inputs(2, scenario=(1, 0, 0))),
         Sample("PA_BSND_int8_full_quant_pertensor", lambda: v1v2_inputs(
             2, tokens=(5,), scenario=(2, 1, 1))),
     ]
