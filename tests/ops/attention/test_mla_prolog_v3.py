@@ -155,6 +155,11 @@ def test_empty_tokens_write_nothing():
     kv = args[9].clone()
     outs = V3(*args, **kw)
     assert outs[0].shape == (0, 2, 32) and torch.equal(args[9], kv)
+    # Skv = 0 (BlockNum = 0): queries computed, nothing written, whatever cache_index holds
+    args, kw = mla_inputs(tokens=(3,), blocks=0)
+    kw["cache_index"] = torch.arange(3)
+    outs = V3(*args, **kw)
+    assert outs[0].shape == (3, 2, 32) and args[9].shape == (0, 8, 1, 32)
 
 
 def test_strict_mode_shapes_and_not_implemented_scenarios():

@@ -456,6 +456,10 @@ def plan_writes(op, dims: Dims, kv_cache, cache_index, actual_seq_len, cache_mod
         return None, None
     nb, bs = kv_cache.shape[0], kv_cache.shape[1]
     t = dims.t
+    if nb == 0:
+        # Skv = 0: the caches are not updated (the docs: "kv_cache、kr_cache ... 不更新")
+        none = cache_index.new_zeros((0,))
+        return none, none
     if cache_mode in PAGED_MODES:
         slots = cache_index.reshape(-1)
         total = nb * bs

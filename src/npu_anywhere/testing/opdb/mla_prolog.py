@@ -52,9 +52,10 @@ def mla_inputs(*, tokens=(2, 3), he=32, hcq=24, n=2, d=8, dr=16, hckv=32, blocks
     total = blocks * block_size
     if cache_mode in ("PA_BSND", "PA_NZ"):
         slots = torch.randperm(total, generator=gen)[:t]
-        if t:
-            slots[min(1, t - 1)] = -1
-        kw["cache_index"] = slots.reshape(tokens)
+        if slots.numel():
+            slots[min(1, slots.numel() - 1)] = -1
+        kw["cache_index"] = slots.reshape(tokens) if slots.numel() == t else \
+            torch.full(tokens, -1, dtype=torch.int64)
     elif cache_mode in ("PA_BLK_BSND", "PA_BLK_NZ"):
         ids = torch.randperm(blocks, generator=gen)
         if len(tokens) == 2:
