@@ -209,3 +209,15 @@ def test_single_word_weight_with_odd_strides():
     got = na.npu_quant_matmul(args[0], odd, args[1], **kw)
     assert torch.equal(got, na.npu_quant_matmul(args[0], x2, args[1], **kw))
     assert torch.equal(got, golden(x1, w, s, offset, pts, 256).to(F16))
+
+
+def test_msd_split_covers_every_int8_value():
+    # The shared MSD pre-step (ops/matmul/_msd.py, used by every A8W4 op): two int4 halves.
+    from npu_anywhere.ops.matmul import _msd
+
+    x = torch.arange(-128, 128, dtype=torch.int8).reshape(16, 16)
+    hi, lo = _msd.split(x)
+    assert hi.dtype == lo.dtype == torch.int8
+    assert int(hi.min()) >= -8 and int(hi.max()) <= 7
+    assert int(lo.min()) >= -8 and int(lo.max()) <= 7
+    assert torch.equal(hi.int() * 16 + lo.int() + 8, x.int())

@@ -17,7 +17,7 @@ and its ``_msd_pre.h``; per row r of expert e::
 The output starts as zeros with ``shared_input_weight * float32(shared_input)`` in the shared
 rows, as the kernel's first pass writes it, and the rows are then added in order (the NPU's
 atomic adds take them in any order).  The scale words hold the float32 scale in their low
-32 bits, read as the fixpipe's fp19 (:func:`.lowbit.decoded_scale`).
+32 bits, read as the fixpipe's fp19; the MSD steps are :mod:`..matmul._msd`'s.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from __future__ import annotations
 import torch
 
 from ... import checks
+from ..matmul import _msd as msd
 from ..matmul.integer import unpack_int4_fast
-from . import lowbit
 
 INT4_PER_WORD = 8
 DOC_KN = (2048, 7168)          # "k只支持2048，n只支持7168" (checked in strict mode)
@@ -71,7 +71,7 @@ def check(op, x, w, scale, bias, offset, product) -> None:
 
 def expert_rows(x, w, scale, bias, offset, pertoken_scale, logit, segments) -> torch.Tensor:
     """float32 ``v * (pertoken_scale * logit)`` [m, n] per row; rows no group covers are 0."""
-    m, n = x.shape[0], w.shape[2] * INT4_PER_WORD
+    (m, k), n = x.shape, w.shape[2] * INT4_PER_WORD
     out = torch.zeros(m, n, dtype=torch.float32, device=x.device)
     row_scale = torch.ones(m, dtype=torch.float32, device=x.device)
     if pertoken_scale is not None:
@@ -82,15 +82,8 @@ def expert_rows(x, w, scale, bias, offset, pertoken_scale, logit, segments) -> t
         if seg.length == 0:
             continue
         rows = slice(seg.start, seg.start + seg.length)
-        wv = unpack_int4_fast(w[seg.expert])
-        s = lowbit.decoded_scale(scale[seg.expert])
-        hi, lo = lowbit.msd_split(x[rows])
-        d_hi, d_lo = lowbit.dequant_sum(torch.cat((hi, lo)), wv, s).to(torch.float32).split(
-            seg.length)
-        v = d_lo + d_hi * 16
-        v = v + bias[seg.expert].to(torch.float32)
-        if offset is not None:
-            rowsum = x[rows].to(torch.float32).sum(-1, keepdim=True)    # exact integers
-            v = rowsum * offset[seg.expert].reshape(1, n) + v
+        s = msd.scale_rows(scale[seg.expert])
+        v = msd.rows(x[rows], unpack_int4_fast(w[seg.expert]), s, k // s.shape[0],
+                     bias[seg.expert], None if offset is None else offset[seg.expert].reshape(1, n))
         out[rows] = v * row_scale[rows].unsqueeze(-1)
     return out

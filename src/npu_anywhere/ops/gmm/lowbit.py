@@ -23,7 +23,8 @@ asymmetric term ``antiquant_offset * scale`` times x's row sums, so that
 Reading the scale as fp19 is the fixpipe's rule for npu_trans_quant_param words, assumed
 here for these words too; the goldens use float16-representable scales, where it is exact.
 The FRACTAL_NZ weight format is a physical layout: an NZ weight (npu_format_cast 29) holds the
-same logical values here.
+same logical values here.  The MSD steps (split, float16 group sums, the combine) are shared by
+every A8W4 op from :mod:`..matmul._msd`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from __future__ import annotations
 import torch
 
 from ... import checks
-from ..matmul.integer import int_mm, unpack_int4_fast, unpack_scale_word
+from ..matmul import _msd as msd
+from ..matmul.integer import unpack_int4_fast
 
 OP = "npu_grouped_matmul"
 KINDS = ("a8w4", "a4w4")
@@ -122,33 +124,15 @@ def check(kind, x, weight, bias, scale, offset, per_token_scale, antiquant_scale
     return out
 
 
-def decoded_scale(word: torch.Tensor) -> torch.Tensor:
-    """[G, n] float32 scales from the uint64 words (the fixpipe's fp19 field of the low word)."""
-    s, _ = unpack_scale_word(word)
-    return s.reshape(-1, s.shape[-1])
+# The MSD helpers, under the names the gmm modules use (one implementation: ..matmul._msd).
+decoded_scale = msd.scale_rows
+msd_split = msd.split
 
 
 def dequant_sum(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """float16 ``sum_g fp16(int32(a[:, g] @ w[g]) * scale[g])``, the groups added in order.
-
-    ``a`` [r, k] and ``w`` [k, n] hold int4 values in int8; ``scale`` is [G, n] float32.
-    A float16 + float16 add computed in float32 and rounded is the correctly rounded sum
-    (24 >= 2 * 11 + 2 bits), as the NPU's atomic float16 add.
-    """
-    step = w.shape[0] // scale.shape[0]
-    acc = None
-    for g in range(scale.shape[0]):
-        ks = slice(g * step, (g + 1) * step)
-        part = (int_mm(a[:, ks], w[ks]).to(torch.float32) * scale[g]).to(torch.float16)
-        acc = part if acc is None else acc + part
-    return acc
-
-
-def msd_split(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """int8 x -> (hi, lo), int4 values with ``x = 16 * hi + lo + 8`` (the MSD pre-kernel)."""
-    hi = torch.bitwise_right_shift(x, 4)                        # arithmetic: floor(x / 16)
-    lo = (torch.bitwise_and(x.to(torch.int16), 15) - 8).to(torch.int8)
-    return hi, lo
+    """float16 ``D(a)`` (:func:`..matmul._msd.group_sums`) with k cut into ``G`` equal groups
+    (``scale`` [G, n]; the callers check that G divides k)."""
+    return msd.group_sums(a, w, scale, w.shape[0] // scale.shape[0])
 
 
 def groups(kind, x2, segments, weight, bias, scale, offset, per_token_scale, n, out_dtype):
@@ -165,15 +149,8 @@ def groups(kind, x2, segments, weight, bias, scale, offset, per_token_scale, n, 
         if kind == "a4w4":
             v = dequant_sum(xv[rows], w, s).to(torch.float32)
         else:
-            hi, lo = msd_split(xv[rows])
-            # One GEMM per k-group for both halves (the kernel's 2m-row matrix).
-            d_hi, d_lo = dequant_sum(torch.cat((hi, lo)), w, s).to(torch.float32).split(
-                seg.length)
-            v = d_lo + d_hi * 16
-            v = v + bias[seg.expert].to(torch.float32)
-            if offset:
-                rowsum = xv[rows].to(torch.float32).sum(-1, keepdim=True)   # exact integers
-                v = rowsum * offset[seg.expert].reshape(1, n) + v
+            v = msd.rows(xv[rows], w, s, w.shape[0] // s.shape[0], bias[seg.expert],
+                         offset[seg.expert].reshape(1, n) if offset else None)
         if pts is not None:
             v = v * pts
         y[rows] = v.to(out_dtype)

@@ -33,7 +33,7 @@ import torch
 from ... import checks, targets
 from ...targets import Product
 from ..quant import core as quant_core
-from . import integer
+from . import _msd as msd
 
 OP = "npu_quant_matmul"
 GROUP_K = 256                   # "[gsM, gsN, gsK] = [0, 0, 256]"
@@ -113,36 +113,12 @@ def check_a8w4(x1, x2, scale, *, offset, pertoken_scale, bias, output_dtype,
     return out
 
 
-def _msd_split(x1: torch.Tensor) -> torch.Tensor:
-    """int8 x1 [m, k] -> int4 values [2m, k]: rows 0..m-1 the high halves, then the low ones."""
-    hi = torch.bitwise_right_shift(x1, 4)                          # arithmetic: floor(x / 16)
-    lo = (torch.bitwise_and(x1.to(torch.int16), 15) - 8).to(torch.int8)
-    return torch.cat((hi, lo))
-
-
-def _dequant_group_sum(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """float16 ``sum_g fp16(int32(a[:, g] @ w[g]) * scale[g])``, the groups added in k order.
-
-    A float16 + float16 sum computed in float32 and rounded once is the correctly rounded
-    float16 sum (float32 holds it exactly), as the NPU's atomic float16 add.
-    """
-    k = w.shape[0]
-    acc = None
-    for g in range(scale.shape[0]):
-        ks = slice(g * GROUP_K, min(k, (g + 1) * GROUP_K)) if scale.shape[0] > 1 else slice(0, k)
-        part = (integer.int_mm(a[:, ks], w[ks]).to(torch.float32) * scale[g]).to(torch.float16)
-        acc = part if acc is None else (acc.to(torch.float32) + part).to(torch.float16)
-    return acc
-
-
 def a8w4_reference(x1, x2, scale, offset, pertoken_scale, out: torch.Tensor | torch.dtype):
-    m = x1.shape[0]
+    m, k = x1.shape
     w = quant_core.unpack_int4(x2)                                 # [k, n] int8 in [-8, 7]
-    s, _ = integer.unpack_scale_word(scale)
-    s = s.reshape(-1, s.shape[-1])                                 # [G, n] (G = 1 for K-C)
-    d = _dequant_group_sum(_msd_split(x1), w, s).to(torch.float32)
-    v = d[:m] * 16 + d[m:]
-    v = v + offset
+    s = msd.scale_rows(scale)                                      # [G, n] (G = 1 for K-C)
+    # The MSD steps (:mod:`._msd`); aclnn's offset is the MSD bias term.  K-C: one group.
+    v = msd.rows(x1, w, s, GROUP_K if s.shape[0] > 1 else k, bias=offset)
     v = v * pertoken_scale.reshape(m, 1)
     # float32 -> float16 / bfloat16 is round-to-nearest-even, the kernel's CAST_RINT.
     return v.to(out)
