@@ -147,56 +147,78 @@ def _scores(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return (logits * w.permute(1, 0, 2).unsqueeze(-1)).sum(2)
 
 
-def lightning_indexer_reference(query, key, weights, *, actual_seq_lengths_query=None,
-                                actual_seq_lengths_key=None, block_table=None,
-                                layout_query="BSND", layout_key="BSND", sparse_count=2048,
-                                sparse_mode=3, pre_tokens=dsa.MAX_TOKENS,
-                                next_tokens=dsa.MAX_TOKENS, return_value=False):
-    op = OP
-    ct = _compute_dtype(query)
-    n1, d = query.shape[-2], query.shape[-1]
+def select_top(op, query, key, *, lengths_q, lengths_k, block_table, layout_query, layout_key,
+               sparse_count, sparse_mode, score_rows, values_dtype=None):
+    """The ranking shared with npu_quant_lightning_indexer.
+
+    ``score_rows(b, k_span, rows)`` returns the ``[N2, len(rows), keys]`` scores of query rows
+    ``rows`` (a slice of the flattened query) against batch ``b``'s keys; this loops over
+    batches and row chunks, masks (sparse_mode 3), ranks stably and pads with -1.
+    """
+    n1 = query.shape[-2]
     n2 = key.shape[-2]
-    g = n1 // n2
-    q_spans = dsa.query_spans(op, query, layout_query, actual_seq_lengths_query)
-    k_spans = dsa.key_spans(op, key, layout_key, actual_seq_lengths_key, block_table,
-                            len(q_spans))
-    q_flat = query.reshape(-1, n1, d)
-    w_flat = weights.reshape(-1, n1)
-    rows_total = q_flat.shape[0]
-    indices = torch.full((rows_total, n2, sparse_count), -1, dtype=torch.int32,
-                         device=query.device)
-    values = torch.full((rows_total, n2, sparse_count), float("-inf"), dtype=ct,
-                        device=query.device) if return_value else None
+    q_spans = dsa.query_spans(op, query, layout_query, lengths_q)
+    k_spans = dsa.key_spans(op, key, layout_key, lengths_k, block_table, len(q_spans))
+    rows_total = query.reshape(-1, n1, query.shape[-1]).shape[0]
+    device = query.device
+    indices = torch.full((rows_total, n2, sparse_count), -1, dtype=torch.int32, device=device)
+    values = None if values_dtype is None else torch.full(
+        (rows_total, n2, sparse_count), float("-inf"), dtype=values_dtype, device=device)
     for b, ((q_start, q_len), k_span) in enumerate(zip(q_spans, k_spans)):
         k_len = k_span[1]
         if q_len == 0 or k_len == 0:
             continue
-        k = dsa.batch_rows(key, layout_key, k_span, b, block_table).to(ct)
-        seen = dsa.causal_limit(q_len, k_len, query.device) if sparse_mode == 3 else \
-            torch.full((q_len,), k_len, device=query.device)
+        seen = dsa.causal_limit(q_len, k_len, device) if sparse_mode == 3 else \
+            torch.full((q_len,), k_len, device=device)
         take = min(sparse_count, k_len)
         step = max(1, _CHUNK_ELEMENTS // max(1, n1 * k_len))
-        positions = torch.arange(k_len, device=query.device)
+        positions = torch.arange(k_len, device=device)
         for lo in range(0, q_len, step):
             hi = min(q_len, lo + step)
             rows = slice(q_start + lo, q_start + hi)
-            q = q_flat[rows].to(ct).view(hi - lo, n2, g, d)
-            w = w_flat[rows].to(ct).view(hi - lo, n2, g)
-            score = _scores(q, k, w)                                  # [N2, rows, keys]
+            score = score_rows(b, k_span, rows)                       # [N2, rows, keys]
             visible = positions < seen[lo:hi].unsqueeze(1)            # [rows, keys]
             score = score.masked_fill(~visible, float("-inf"))
             top, order = torch.sort(score, dim=-1, descending=True, stable=True)
             top, order = top[..., :take], order[..., :take]
-            used = torch.arange(take, device=query.device) < seen[lo:hi].unsqueeze(1)
+            used = torch.arange(take, device=device) < seen[lo:hi].unsqueeze(1)
             indices[rows, :, :take] = order.masked_fill(~used, -1).to(torch.int32) \
                 .permute(1, 0, 2)
             if values is not None:
                 values[rows, :, :take] = top.masked_fill(~used, float("-inf")).permute(1, 0, 2)
     shape = _out_shape(query, key, layout_query, sparse_count)
-    indices = indices.view(shape)
+    return indices.view(shape), None if values is None else values.view(shape)
+
+
+def lightning_indexer_reference(query, key, weights, *, actual_seq_lengths_query=None,
+                                actual_seq_lengths_key=None, block_table=None,
+                                layout_query="BSND", layout_key="BSND", sparse_count=2048,
+                                sparse_mode=3, pre_tokens=dsa.MAX_TOKENS,
+                                next_tokens=dsa.MAX_TOKENS, return_value=False):
+    ct = _compute_dtype(query)
+    n1, d = query.shape[-2], query.shape[-1]
+    n2 = key.shape[-2]
+    g = n1 // n2
+    q_flat = query.reshape(-1, n1, d)
+    w_flat = weights.reshape(-1, n1)
+    keys = {}
+
+    def score_rows(b, k_span, rows):
+        if b not in keys:
+            keys.clear()
+            keys[b] = dsa.batch_rows(key, layout_key, k_span, b, block_table).to(ct)
+        q = q_flat[rows].to(ct).view(-1, n2, g, d)
+        w = w_flat[rows].to(ct).view(-1, n2, g)
+        return _scores(q, keys[b], w)
+
+    indices, values = select_top(
+        OP, query, key, lengths_q=actual_seq_lengths_query, lengths_k=actual_seq_lengths_key,
+        block_table=block_table, layout_query=layout_query, layout_key=layout_key,
+        sparse_count=sparse_count, sparse_mode=sparse_mode, score_rows=score_rows,
+        values_dtype=ct if return_value else None)
     if values is None:
         return indices, query.new_empty((0,))
-    return indices, values.to(query.dtype).view(shape)
+    return indices, values.to(query.dtype)
 
 
 def _fake(query, key, weights, *, actual_seq_lengths_query=None, actual_seq_lengths_key=None,

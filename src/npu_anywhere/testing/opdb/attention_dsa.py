@@ -174,3 +174,50 @@ def _sparse_flash_attention() -> None:
 
 
 _sparse_flash_attention()
+
+
+def _qli(**kw):
+    gen = _gen(21)
+    q = torch.randint(-128, 128, (2, 3, 4, 16), generator=gen).to(torch.int8)
+    k = torch.randint(-128, 128, (2, 7, 1, 16), generator=gen).to(torch.int8)
+    w = (torch.rand(2, 3, 4, generator=gen) * 0.01).half()
+    qs = (torch.rand(2, 3, 4, generator=gen) * 10).half()
+    ks = (torch.rand(2, 7, 1, generator=gen) * 10).half()
+    return (q, k, w, qs, ks, 0, 0), dict(dict(sparse_count=5), **kw)
+
+
+def _qli_tnd_paged():
+    # int8 here: opcheck's schema check compares inputs with allclose, which float8 lacks on
+    # CPU; tests/ops/attention/test_quant_lightning_indexer.py covers float8 and hifloat8.
+    gen = _gen(22)
+    q = torch.randint(-128, 128, (5, 4, 16), generator=gen).to(torch.int8)
+    cache = torch.randint(-128, 128, (4, 16, 1, 16), generator=gen).to(torch.int8)
+    w = torch.rand(5, 4, generator=gen).bfloat16()
+    qs = torch.rand(5, 4, generator=gen)
+    ks = torch.rand(4, 16, 1, generator=gen)
+    return (q, cache, w, qs, ks, 0, 0), dict(
+        actual_seq_lengths_query=torch.tensor([2, 5], dtype=_I32),
+        actual_seq_lengths_key=torch.tensor([9, 20], dtype=_I32),
+        block_table=torch.tensor([[3, 0], [1, 2]], dtype=_I32), layout_query="TND",
+        layout_key="PA_BSND", sparse_count=12, sparse_mode=0)
+
+
+def _quant_lightning_indexer() -> None:
+    e = _entry("npu_quant_lightning_indexer")
+    e.samples += [Sample("bsnd_int8_causal", _qli),
+                  Sample("tnd_paged_mode0", _qli_tnd_paged)]
+    e.errors += [
+        ErrorSample("quant_mode", lambda: (_qli()[0][:5] + (1, 0), _qli()[1]), ValueError,
+                    "npu_quant_lightning_indexer: expected query_quant_mode 0"),
+        ErrorSample("key_scale_shape", lambda: (_qli()[0][:4] + (torch.ones(2, 7).half(), 0, 0),
+                                                _qli()[1]), ValueError,
+                    "npu_quant_lightning_indexer: expected key_dequant_scale shape"),
+        ErrorSample("float_query", lambda: ((torch.ones(1, 2, 4, 16),) + _qli()[0][1:],
+                                            _qli()[1]), TypeError,
+                    "npu_quant_lightning_indexer: expected query dtype in"),
+        ErrorSample("sparse_count", lambda: _qli(sparse_count=3072), ValueError,
+                    r"npu_quant_lightning_indexer: expected sparse_count in \[1, 2048\]"),
+    ]
+
+
+_quant_lightning_indexer()
