@@ -132,7 +132,12 @@ def npu_moe_re_routing(tokens, expert_token_num_per_rank, *, per_token_scales=No
     expert_token_num_type : int
         Only 1 (counts).
     idx_type : int
-        Only 0 (gather index).
+        Only 0 (gather index).  1 ("scatter index") is named by op-plugin's page and
+        ops-transformer's README ("0为gather索引，1为scatter索引 ... 当前只支持为0"), rejected by
+        the A2 / A3 tiling (op_host/moe_re_routing_membase_tiling.cpp: "idxType should == 0")
+        and accepted by the Ascend 950 tiling only, whose kernel is not published; no source
+        defines its values (op-plugin's only idx_type=1 case is never reached by its zip), so
+        it raises here rather than guess.
     tokens_dtype : int, optional
         None, or (Ascend 950) torch_npu.hifloat8 / float4_e2m1fn_x2 / float4_e1m2fn_x2 for
         uint8 ``tokens`` holding those bytes, which are moved unchanged (uint8 out).
