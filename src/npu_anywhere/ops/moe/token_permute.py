@@ -393,7 +393,12 @@ def npu_moe_token_unpermute(permuted_tokens, sorted_indices, probs=None, padded_
     ``K`` is ``probs.size(1)`` (1 without probs); an index past ``permuted_tokens.size(0)``
     (a choice dropped by ``num_out_tokens``) adds 0.  Returns ``(len(sorted_indices) // K,
     hidden)`` in ``permuted_tokens``' dtype (float32 sums, one rounding).  ``restore_shape`` is
-    only read by padded mode, which the NPU does not have (``padded_mode`` must be False).
+    only read by padded mode, which the NPU does not have (``padded_mode`` must be False: seed
+    004 "目前仅支持padded_mode为False"; ops-transformer moe/moe_token_unpermute/README.md,
+    paddedMode "目前仅支持false", restoreShapeOptional "目前仅支持nullptr"; its kernel never
+    reads either attribute and its Ascend 950 path rejects paddedMode).  The padded
+    unpermute with a restore shape is :func:`npu_moe_token_unpermute_with_routing_map`'s
+    ``drop_and_pad=True``.
     Differentiable in ``permuted_tokens`` and ``probs`` through ``npu_moe_token_unpermute_grad_v2``
     (the expert outputs are kept for it only when ``probs`` is given).
     Strict mode: A2, A3, bfloat16 only.
