@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import torch
 
 from ... import checks, targets
-from ...targets import Product
 from ..cache.paged import nz_last_dim, write_nd, write_nz
 from ..kv_rope_cache._kv_writes import interleave_rope, rms_norm_rows
 from ..quant import core as qcore
