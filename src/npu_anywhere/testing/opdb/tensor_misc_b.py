@@ -187,3 +187,64 @@ def _sign_bits() -> None:
 
 
 _sign_bits()
+
+
+# -- npu_hans_encode.out / npu_hans_decode.out ------------------------------------------------
+# The smallest documented input (32768 elements); the stream layout is this package's own.
+
+_HANS_N = 32768
+
+
+def _hans_buffers(x, fixed_elems=_HANS_N, var_elems=_HANS_N):
+    esize = x.element_size()
+    return dict(pdf=torch.zeros(1, 256, dtype=torch.int32),
+                mantissa=torch.zeros(_HANS_N * (esize - 1) // esize, dtype=x.dtype),
+                fixed=torch.zeros(fixed_elems, dtype=x.dtype),
+                var=torch.zeros(var_elems, dtype=x.dtype))
+
+
+def _hans_small_ints(dtype):
+    # Values -3..3: the stream's bytes, read back as floats, hold no NaN (the generic tests
+    # compare written tensors with torch.equal, which a NaN bit pattern never satisfies).
+    return (torch.arange(_HANS_N) % 7 - 3).to(dtype)
+
+
+def _hans_encoded(dtype, reshuff=False):
+    from npu_anywhere.ops.tensor_misc.hans import npu_hans_encode
+    x = _hans_small_ints(dtype)
+    bufs = _hans_buffers(x, fixed_elems=_HANS_N * (2 if reshuff else 1))
+    pdf, mantissa, fixed, var = npu_hans_encode(x, True, reshuff, **bufs)
+    return mantissa, fixed, var, pdf
+
+
+def _hans() -> None:
+    e = _entry("npu_hans_encode.out")
+    e.samples += [
+        Sample("bf16_statistic", lambda: (lambda x: ((x, True, False), _hans_buffers(x)))(
+            _hans_small_ints(torch.bfloat16).view(64, 512))),
+    ]
+    e.errors += [
+        ErrorSample("numel", lambda: (lambda x: ((x, True), dict(_hans_buffers(x))))(
+            _t(100, dtype=torch.float16)), ValueError,
+            "npu_hans_encode: expected input a multiple of 64 elements, at least 32768"),
+        ErrorSample("capacity", lambda: (lambda x: ((x, True), _hans_buffers(
+            x, fixed_elems=1024, var_elems=1024)))(_t(64, 512, dtype=torch.float16)),
+            RuntimeError, "npu_hans_encode: expected fixed and var at least"),
+    ]
+    d = _entry("npu_hans_decode.out")
+    d.samples += [
+        Sample("fp32_reshuff", lambda: (_hans_encoded(torch.float32, True) + (True,),
+                                        {"out": torch.zeros(_HANS_N)})),
+    ]
+    d.errors += [
+        ErrorSample("out_dtype", lambda: (_hans_encoded(torch.float16),
+                                          {"out": torch.zeros(_HANS_N)}), TypeError,
+                    "npu_hans_decode: expected mantissa the dtype of out"),
+        ErrorSample("pdf_shape", lambda: ((*_hans_encoded(torch.float16)[:3],
+                                           torch.zeros(128, dtype=torch.int32)),
+                                          {"out": torch.zeros(_HANS_N, dtype=torch.float16)}),
+                    RuntimeError, r"npu_hans_decode: expected pdf shape \[1, 256\]"),
+    ]
+
+
+_hans()
