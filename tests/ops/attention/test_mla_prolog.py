@@ -63,3 +63,13 @@ def test_v1_rejects_v3_only_modes():
         na.npu_mla_prolog(*args, **dict(kw, cache_mode="PA_BLK_BSND"))
     with pytest.raises(TypeError, match="npu_mla_prolog: expected token_x dtype"):
         na.npu_mla_prolog(*v1v2_inputs(1, scenario=(2, 0, 0))[0], **kw)
+
+
+def test_strict_mode_products():
+    args, kw = v1v2_inputs(2)
+    with na.strict("950"), pytest.raises(RuntimeError, match="npu_mla_prolog_v2: expected a "
+                                                             "product the op supports"):
+        na.npu_mla_prolog_v2(*args, **kw)
+    with na.strict("A3"), pytest.raises(ValueError, match="npu_mla_prolog_v2: expected token_x "
+                                                          r"He in \[7168\]"):
+        na.npu_mla_prolog_v2(*args, **kw)
