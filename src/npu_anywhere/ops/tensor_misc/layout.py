@@ -399,6 +399,11 @@ def npu_reshape(self, shape, can_refresh=False, *, out=None):
     return reshape_op(self, shape, can_refresh)
 
 
+# torch_npu's functions are op packets: ``torch_npu.npu_transpose.out(..., out=y)`` works too.
+npu_transpose.out = transpose_out_op
+npu_broadcast.out = broadcast_out_op
+npu_reshape.out = reshape_out_op
+
 TORCH_NPU_FUNCTIONS = {
     CT_OP: npu_confusion_transpose,
     CTB_OP: npu_confusion_transpose_backward,

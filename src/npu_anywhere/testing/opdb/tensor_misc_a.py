@@ -136,3 +136,129 @@ def _layout() -> None:
 
 
 _layout()
+
+
+def _slicing() -> None:
+    e = _entry("npu_indexing")
+    e.samples += [
+        Sample("doc_int32", lambda: ((torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]],
+                                                   dtype=torch.int32), [0, 0], [2, 2], [1, 1]),
+                                     {})),
+        Sample("masks_negative_stride_fp16", lambda: (
+            (_r(3, 4, 5, dtype=torch.float16), [0, -1, 1, 0], [0, 0, 4, 0], [1, -2, 1, 1]),
+            dict(begin_mask=1, end_mask=2, new_axis_mask=8, shrink_axis_mask=4))),
+    ]
+    e.errors += [
+        ErrorSample("zero_stride", lambda: ((_r(2, 3), [0, 0], [2, 2], [1, 0]), {}), ValueError,
+                    "npu_indexing: expected strides non-zero entries"),
+        ErrorSample("two_ellipses", lambda: ((_r(2, 3), [0, 0], [2, 2], [1, 1]),
+                                             dict(ellipsis_mask=3)), ValueError,
+                    "npu_indexing: expected ellipsis_mask at most one bit set"),
+        ErrorSample("shrink_out_of_range", lambda: ((_r(2, 3), [0, 5], [2, 6], [1, 1]),
+                                                    dict(shrink_axis_mask=2)), IndexError,
+                    "npu_indexing: expected begin an index in"),
+    ]
+    e = _entry("npu_indexing.out")
+    e.samples += [Sample("strided", lambda: ((_r(4, 6), [1, 0], [4, 6], [2, 3]),
+                                             dict(out=torch.zeros(2, 2))))]
+    e.errors += [
+        ErrorSample("out_shape", lambda: ((_r(4, 6), [1, 0], [4, 6], [2, 3]),
+                                          dict(out=torch.zeros(2, 3))), RuntimeError,
+                    "npu_indexing: expected out shape"),
+    ]
+    e = _entry("npu_slice")
+    e.samples += [Sample("fp16_noncontiguous", lambda: ((_r(5, 6, dtype=torch.float16).t(),
+                                                         [1, 2], [3, 2]), {}))]
+    e.errors += [
+        ErrorSample("beyond", lambda: ((_r(2, 5), [0, 4], [2, 2]), {}), ValueError,
+                    "npu_slice: expected size offsets \\+ size within"),
+        ErrorSample("length", lambda: ((_r(2, 5), [0], [2, 2]), {}), ValueError,
+                    "npu_slice: expected offsets 2 entries"),
+    ]
+    e = _entry("npu_slice.out")
+    e.samples += [Sample("int32", lambda: ((torch.arange(10, dtype=torch.int32).reshape(2, 5),
+                                            [0, 1], [2, 3]),
+                                           dict(out=torch.zeros(2, 3, dtype=torch.int32))))]
+    e.errors += [
+        ErrorSample("out_dtype", lambda: ((_r(2, 5), [0, 1], [2, 3]),
+                                          dict(out=torch.zeros(2, 3, dtype=torch.int32))),
+                    RuntimeError, "npu_slice: expected out shape"),
+    ]
+    e = _entry("npu_pad")
+    e.samples += [
+        Sample("doc_fp16", lambda: ((torch.tensor([[20, 20, 10, 10]], dtype=torch.float16),
+                                     [1, 1, 1, 1]), {})),
+        Sample("int8_partial_list", lambda: ((torch.ones(2, 3, 2, dtype=torch.int8), [0, 2, 1]),
+                                             {})),
+    ]
+    e.errors += [
+        ErrorSample("negative", lambda: ((_r(2, 2), [1, -1]), {}), ValueError,
+                    "npu_pad: expected paddings values >= 0"),
+        ErrorSample("too_long", lambda: ((_r(2, 2), [1, 1, 1, 1, 1]), {}), ValueError,
+                    "npu_pad: expected paddings at most 2 \\* input.dim"),
+    ]
+
+
+def _fill() -> None:
+    e = _entry("npu_one_hot")
+    e.samples += [
+        Sample("doc_depth5", lambda: ((torch.tensor([5, 3, 2, 1], dtype=torch.int32),),
+                                      dict(depth=5))),
+        Sample("axis0_values", lambda: ((torch.tensor([[0, 2], [1, -1]]), 0, 3, 2.5, -1), {})),
+    ]
+    e.errors += [
+        ErrorSample("depth_auto", lambda: ((torch.tensor([1, 2]),), dict(depth=-1)),
+                    NotImplementedError, "npu_one_hot: expected depth a given depth"),
+        ErrorSample("axis", lambda: ((torch.tensor([1, 2]), 3, 4), {}), ValueError,
+                    "npu_one_hot: expected num_classes the position of the class dim"),
+    ]
+    e = _entry("one_")
+    e.samples += [Sample("bf16_noncontiguous", lambda: ((_r(3, 4, dtype=torch.bfloat16).t(),),
+                                                        {}))]
+    e.errors += [
+        ErrorSample("expanded_target", lambda: ((torch.zeros(1).expand(3),), {}), RuntimeError,
+                    "one_: expected self a tensor whose elements do not share memory"),
+    ]
+
+    def mfr(dtype=torch.float32, shape=(4, 5), axis=-1, starts=((0, 1, 2),), ends=((2, 4, 3),)):
+        x = (_r(*shape) * 10).to(dtype)
+        start = torch.tensor(starts, dtype=torch.int32)
+        end = torch.tensor(ends, dtype=torch.int32)
+        value = (torch.arange(len(starts)) + 7).to(dtype)
+        return (x, start, end, value, axis), {}
+
+    e = _entry("npu_masked_fill_range")
+    e.samples += [
+        Sample("doc_last_axis", lambda: mfr()),
+        Sample("int8_3d_axis1_two_groups", lambda: mfr(torch.int8, (2, 6, 3), 1,
+                                                       ((0, 4), (3, 1)), ((2, 6), (5, 2)))),
+    ]
+    e.errors += [
+        ErrorSample("value_dtype", lambda: ((_r(4, 5), torch.zeros(1, 2, dtype=torch.int32),
+                                             torch.ones(1, 2, dtype=torch.int32),
+                                             torch.ones(1, dtype=torch.float16)), {}),
+                    TypeError, "npu_masked_fill_range: expected value self's dtype"),
+        ErrorSample("axis", lambda: ((_r(4, 5), torch.zeros(1, 2, dtype=torch.int32),
+                                      torch.ones(1, 2, dtype=torch.int32), torch.ones(1), 2), {}),
+                    IndexError, "npu_masked_fill_range: expected axis in"),
+        ErrorSample("groups", lambda: ((_r(4, 5), torch.zeros(2, 2, dtype=torch.int32),
+                                        torch.ones(2, 2, dtype=torch.int32), torch.ones(1)), {}),
+                    RuntimeError, "npu_masked_fill_range: expected value one value per range"),
+    ]
+    e = _entry("npu_stride_add")
+    e.samples += [
+        Sample("doc_5d", lambda: ((torch.ones(1, 1, 1, 1, 1), torch.ones(1, 1, 1, 1, 1), 0, 0, 1),
+                                  {})),
+        Sample("fp16_offsets", lambda: ((_r(2, 40, 3, dtype=torch.float16),
+                                         _r(2, 20, 3, dtype=torch.float16, seed=1), 1, 0, 2), {})),
+    ]
+    e.errors += [
+        ErrorSample("c1_len", lambda: ((_r(1, 20, 2), _r(1, 20, 2), 1, 0, 2), {}), ValueError,
+                    "npu_stride_add: expected c1_len <= C1 - offset of self"),
+        ErrorSample("shape", lambda: ((_r(1, 20, 2), _r(1, 20, 3), 0, 0, 1), {}), RuntimeError,
+                    "npu_stride_add: expected other self's shape"),
+    ]
+
+
+_slicing()
+_fill()
