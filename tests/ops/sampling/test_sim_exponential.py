@@ -97,3 +97,11 @@ def test_self_alias_and_no_backward():
     x = torch.zeros(3, requires_grad=True)
     with pytest.raises(RuntimeError):
         na.npu_sim_exponential_(x)
+
+
+def test_random_ops_carry_the_seeded_tag():
+    from npu_anywhere.library import REGISTRY
+    for name in ("npu_sim_exponential_", "_npu_sim_exponential_inplace", "npu_top_k_top_p_sample"):
+        assert torch.Tag.nondeterministic_seeded in REGISTRY[name].overload.tags, name
+    assert torch.Tag.nondeterministic_seeded not in REGISTRY["npu_top_k_top_p"].overload.tags
+
