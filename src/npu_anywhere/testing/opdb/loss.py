@@ -114,3 +114,82 @@ def _softmax_ce() -> None:
 
 
 _softmax_ce()
+
+
+def _vocab_parallel() -> None:
+    def mm(dtype=torch.bfloat16, b=11, h=6, v=9, seed=9):
+        gen = _gen(seed)
+        x = torch.randn(b, h, generator=gen, dtype=torch.float64).to(dtype)
+        w = torch.randn(v, h, generator=gen, dtype=torch.float64).to(dtype)
+        return x, w
+
+    target = lambda dtype=torch.int64: torch.tensor(  # noqa: E731
+        [0, 4, 12, 7, 3, 20, 9, 5, 11, 6, 2], dtype=dtype)
+
+    e = _entry("npu_fused_linear_online_max_sum")
+    e.samples += [
+        Sample("bf16_logits", lambda: ((*mm(), target(), 3, 12), dict(return_logits=True))),
+        Sample("fp16_int32_no_logits", lambda: ((*mm(torch.float16), target(torch.int32), 0, 9),
+                                                {})),
+    ]
+    e.errors += [
+        ErrorSample("start_negative", lambda: ((*mm(), target(), -1, 5), {}), ValueError,
+                    "npu_fused_linear_online_max_sum: expected vocab_start_index >= 0"),
+        ErrorSample("end_before_start", lambda: ((*mm(), target(), 5, 4), {}), ValueError,
+                    "npu_fused_linear_online_max_sum: expected vocab_end_index >= "),
+        ErrorSample("hidden_mismatch", lambda: ((mm()[0], torch.zeros(9, 5, dtype=torch.bfloat16),
+                                                 target(), 0, 9), {}), RuntimeError,
+                    "npu_fused_linear_online_max_sum: expected weight size\\(1\\) equal"),
+        ErrorSample("target_dtype", lambda: ((*mm(), target().float(), 0, 9), {}), TypeError,
+                    "npu_fused_linear_online_max_sum: expected target dtype in"),
+    ]
+
+    def stats(b=11, v=9, with_logits=True):
+        gen = _gen(10)
+        logits = torch.randn(b, v, generator=gen, dtype=torch.float64)
+        mx = logits.amax(-1)
+        kw = dict(vocab_parallel_logits=logits.to(torch.bfloat16)) if with_logits else {}
+        return ((mx.float(), (logits - mx[:, None]).exp().sum(-1).float(),
+                 (logits[:, 2] - mx).float()), kw)
+
+    e = _entry("npu_fused_cross_entropy_loss_with_max_sum")
+    e.samples += [Sample("softmax", stats), Sample("loss_only", lambda: stats(with_logits=False))]
+    e.errors += [
+        ErrorSample("label_smoothing", lambda: (stats()[0], dict(label_smoothing=0.1)),
+                    ValueError,
+                    "npu_fused_cross_entropy_loss_with_max_sum: expected label_smoothing 0.0"),
+        ErrorSample("shape", lambda: ((torch.zeros(3), torch.ones(4), torch.zeros(3)), {}),
+                    RuntimeError,
+                    "npu_fused_cross_entropy_loss_with_max_sum: expected sum_exp_logits the"),
+    ]
+
+    def grads(mode="softmax", dtype=torch.bfloat16):
+        x, w = mm(dtype)
+        gen = _gen(11)
+        b, v = x.shape[0], w.shape[0]
+        mask = torch.tensor([0b10100101, 0b110], dtype=torch.uint8)
+        masked = torch.randint(0, v, (b,), generator=gen, dtype=torch.int32)
+        kw = {}
+        if mode == "softmax":
+            kw["softmax"] = torch.softmax(torch.randn(b, v, generator=gen), -1)
+        else:
+            logits = x.float() @ w.float().t()
+            kw["logits_max"] = logits.amax(-1) + 0.5
+            kw["sum_exp_logits"] = (logits - kw["logits_max"][:, None]).exp().sum(-1) * 1.5
+        return (torch.randn(b, generator=gen), x, w, mask, masked), kw
+
+    e = _entry("npu_fused_linear_cross_entropy_loss_with_max_sum_backward")
+    e.samples += [Sample("softmax_bf16", grads),
+                  Sample("recompute_fp16", lambda: grads("recompute", torch.float16))]
+    e.errors += [
+        ErrorSample("no_softmax_no_stats", lambda: (grads()[0], {}), RuntimeError,
+                    "npu_fused_linear_cross_entropy_loss_with_max_sum_backward: expected "
+                    "logits_max and sum_exp_logits both given"),
+        ErrorSample("mask_shape", lambda: ((*grads()[0][:3], torch.zeros(3, dtype=torch.uint8),
+                                            grads()[0][4]), grads()[1]), RuntimeError,
+                    "npu_fused_linear_cross_entropy_loss_with_max_sum_backward: expected "
+                    "target_mask the shape"),
+    ]
+
+
+_vocab_parallel()

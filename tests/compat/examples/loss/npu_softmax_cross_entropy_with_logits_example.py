@@ -1,6 +1,8 @@
 # op-plugin docs/zh/custom_APIs/torch_npu/（beta）torch_npu-npu_softmax_cross_entropy_with_logits.md,
-# 调用示例 (seed 004 has no example for this op).  Copied unchanged, the doctest prompts removed.
-import torch, torch_npu
+# 调用示例 (seed 004 has no example for this op).  Copied unchanged, the doctest prompts removed
+# and ``import torch, torch_npu`` written as two imports.
+import torch
+import torch_npu
 batch_size = 4
 num_classes = 12
 features = torch.rand(1, batch_size * num_classes).npu()
