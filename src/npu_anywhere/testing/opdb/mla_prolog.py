@@ -103,9 +103,9 @@ def _v3_entry(name, functional=False):
     e = _entry(name)
     e.samples.append(Sample("PA_BSND_bf16_norm_out", lambda: _with(
         lambda: mla_inputs(), query_norm_flag=True, qc_qr_scale=0.5, kc_scale=2.0)))
-    if functional:      # the functional form shares v3's code: one more sample, quantized
-        e.samples.append(Sample("TND_int8_full_quant_pertensor", lambda: _with(lambda: mla_inputs(
-            tokens=(5,), scenario=(2, 1, 1), cache_mode="TND"), query_norm_flag=True)))
+    if functional:      # shares v3's code: its one more sample is the int8 full quant
+        e.samples[0] = Sample("TND_int8_full_quant_pertensor", lambda: _with(lambda: mla_inputs(
+            tokens=(5,), scenario=(2, 1, 1), cache_mode="TND"), query_norm_flag=True))
     else:
         e.samples.append(Sample("PA_NZ_int8_uq_qr_perchannel_cache", lambda: mla_inputs(
             scenario=(1, 2, 0), cache_mode="PA_NZ", dr=32)))
