@@ -68,16 +68,33 @@ def recurrent_steps(state0, q, k, v, beta, alpha, alpha_k, lengths, starts):
         yield j, tok, active, o, s
 
 
-def _pad_sequences(x, starts, lengths, padded):
-    """``(T, ...)`` -> ``(B, padded, ...)``: sequence ``b``'s tokens first, zeros after."""
-    t = x.shape[0]
-    device = x.device
-    pos = torch.arange(padded, device=device)
+def _chunk_layout(starts, lengths, chunk, device):
+    """Where every sequence's chunks go when each is padded to a whole number of chunks.
+
+    Returns ``(gather, first_chunk, n_chunks, token_slot)``: ``gather`` ``(N,)`` maps each
+    padded position (sequence by sequence, ``N`` = sum of the padded lengths) to its token, or
+    to ``T`` (a zero row) for padding; ``first_chunk[b]`` / ``n_chunks[b]`` say which chunks
+    are sequence ``b``'s; ``token_slot`` ``(T,)`` is each token's padded position.
+    """
+    n_chunks = [-(-n // chunk) for n in lengths]
+    first_chunk, total = [], 0
+    for n in n_chunks:
+        first_chunk.append(total)
+        total += n
+    padded = torch.tensor([n * chunk for n in n_chunks], dtype=torch.long, device=device)
     start = torch.tensor(starts, dtype=torch.long, device=device)
     length = torch.tensor(lengths, dtype=torch.long, device=device)
-    index = torch.where(pos < length[:, None], start[:, None] + pos, t)    # t -> the zero row
-    zero = x.new_zeros((1, *x.shape[1:]))
-    return torch.cat([x, zero])[index]
+    pad_start = torch.tensor(first_chunk, dtype=torch.long, device=device) * chunk
+    n_padded = total * chunk
+    t = int(sum(lengths))
+    seq = torch.repeat_interleave(torch.arange(len(lengths), device=device), padded,
+                                  output_size=n_padded)
+    offset = torch.arange(n_padded, device=device) - pad_start[seq]
+    gather = torch.where(offset < length[seq], start[seq] + offset, t)
+    token_seq = torch.repeat_interleave(torch.arange(len(lengths), device=device), length,
+                                        output_size=t)
+    token_slot = pad_start[token_seq] + torch.arange(t, device=device) - start[token_seq]
+    return gather, first_chunk, n_chunks, token_slot
 
 
 def chunked(state0, q, k, v, beta, g, lengths, starts, chunk: int = CHUNK):
@@ -85,10 +102,11 @@ def chunked(state0, q, k, v, beta, g, lengths, starts, chunk: int = CHUNK):
 
     Inputs as :func:`recurrent_steps` (``g`` is the log-decay, ``(T, Nv)``).  Every sequence is
     padded to a whole number of chunks with ``k = v = beta = g = 0`` tokens, which leave the
-    state as it is (decay exp(0) = 1, no update) and whose outputs are dropped.
+    state as it is (decay exp(0) = 1, no update) and whose outputs are dropped; the chunks of
+    all sequences are stacked (no sequence is padded to the longest one).
 
     Per chunk, with ``G_i = g_1 + ... + g_i`` (cumulative inside the chunk), ``H = S^T`` at
-    the chunk's start and ``Kb = diag(beta) K``::
+    the chunk's start::
 
         L      = strictly-lower(diag(beta) K K^T * exp(G_i - G_j))
         U      = (I + L)^-1 diag(beta) V              W0 = (I + L)^-1 diag(beta exp(G)) K
@@ -97,55 +115,50 @@ def chunked(state0, q, k, v, beta, g, lengths, starts, chunk: int = CHUNK):
         H_next = exp(G_C) H + (diag(exp(G_C - G)) K)^T W
 
     ``U`` and ``W0`` need no state, so they are computed for all chunks together; the loop
-    over chunks carries only ``H``.
+    over chunk positions carries only ``H``, for every sequence that has a chunk there.
     """
     t, nv, dv = v.shape
-    dk = k.shape[-1]
-    batch = len(lengths)
-    padded = max(-(-max(lengths, default=0) // chunk), 1) * chunk
-    n_chunks = padded // chunk
+    device = q.device
+    gather, first_chunk, n_chunks, token_slot = _chunk_layout(starts, lengths, chunk, device)
+    total = sum(n_chunks)
 
-    def blocks(x):   # (T, Nv, ...) -> (B, Nv, n_chunks, C, ...)
-        p = _pad_sequences(x, starts, lengths, padded)
-        p = p.reshape(batch, n_chunks, chunk, *x.shape[1:])
-        return p.movedim(3, 1)
+    def blocks(x):   # (T, Nv, ...) -> (chunks, Nv, C, ...)
+        rows = torch.cat([x, x.new_zeros((1, *x.shape[1:]))])[gather]
+        return rows.reshape(total, chunk, *x.shape[1:]).movedim(1, 2)
 
     qc, kc, vc = blocks(q), blocks(k), blocks(v)
-    bc, gc = blocks(beta), blocks(g)                           # (B, Nv, n, C)
+    bc, gc = blocks(beta), blocks(g)                           # (chunks, Nv, C)
     cum = gc.cumsum(-1)
-    lower = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
+    lower = torch.ones(chunk, chunk, dtype=torch.bool, device=device).tril()
     strict = lower.clone().fill_diagonal_(False)
     diff = cum.unsqueeze(-1) - cum.unsqueeze(-2)               # G_i - G_j
     decay = torch.exp(diff.masked_fill(~lower, float("-inf")))  # 0 above the diagonal
-    kk = kc @ kc.transpose(-1, -2)
-    ll = (bc.unsqueeze(-1) * kk * decay).masked_fill(~strict, 0)
-    eye = torch.eye(chunk, dtype=q.dtype, device=q.device)
-    system = eye + ll
+    ll = (bc.unsqueeze(-1) * (kc @ kc.transpose(-1, -2)) * decay).masked_fill(~strict, 0)
+    system = torch.eye(chunk, dtype=q.dtype, device=device) + ll
     rhs = torch.cat([bc.unsqueeze(-1) * vc,
                      (bc * torch.exp(cum)).unsqueeze(-1) * kc], dim=-1)
     solved = torch.linalg.solve_triangular(system, rhs, upper=False, unitriangular=True)
     u, w0 = solved[..., :dv], solved[..., dv:]
     attn = (qc @ kc.transpose(-1, -2)) * decay                 # lower triangle, diagonal kept
     q_decayed = torch.exp(cum).unsqueeze(-1) * qc
-    total = cum[..., -1]                                       # G_C per chunk
-    k_to_end = torch.exp(total.unsqueeze(-1) - cum).unsqueeze(-1) * kc
+    last = cum[..., -1]                                        # G_C per chunk
+    k_to_end = torch.exp(last.unsqueeze(-1) - cum).unsqueeze(-1) * kc
 
-    h = state0.transpose(-1, -2)                               # (B, Nv, Dk, Dv)
+    h = state0.transpose(-1, -2).clone()                       # (B, Nv, Dk, Dv)
     out = torch.empty_like(vc)
-    for c in range(n_chunks):
-        w = u[:, :, c] - w0[:, :, c] @ h
-        out[:, :, c] = q_decayed[:, :, c] @ h + attn[:, :, c] @ w
-        h = torch.exp(total[:, :, c])[..., None, None] * h + \
-            k_to_end[:, :, c].transpose(-1, -2) @ w
+    for c in range(max(n_chunks, default=0)):
+        seqs = [b for b, n in enumerate(n_chunks) if n > c]
+        every = len(seqs) == len(n_chunks)
+        ids = torch.tensor([first_chunk[b] + c for b in seqs], dtype=torch.long, device=device)
+        hs = h if every else h[seqs]
+        w = u[ids] - w0[ids] @ hs
+        out[ids] = q_decayed[ids] @ hs + attn[ids] @ w
+        hs = torch.exp(last[ids])[..., None, None] * hs + k_to_end[ids].transpose(-1, -2) @ w
+        if every:
+            h = hs
+        else:
+            h[seqs] = hs
 
-    # (B, Nv, n, C, Dv) -> (B, padded, Nv, Dv) -> the real tokens, in token order
-    flat = out.movedim(1, 3).reshape(batch, padded, nv, dv)
-    if t:
-        seq = torch.repeat_interleave(torch.arange(batch, device=q.device),
-                                      torch.tensor(lengths, device=q.device), output_size=t)
-        offset = torch.arange(t, device=q.device) - torch.tensor(
-            starts, dtype=torch.long, device=q.device)[seq]
-        o = flat[seq, offset]
-    else:
-        o = flat.new_empty((0, nv, dv))
+    # (chunks, Nv, C, Dv) -> (padded positions, Nv, Dv) -> the real tokens, in token order
+    o = out.movedim(2, 1).reshape(total * chunk, nv, dv)[token_slot]
     return o, h.transpose(-1, -2)
