@@ -221,3 +221,44 @@ def _quant_lightning_indexer() -> None:
 
 
 _quant_lightning_indexer()
+
+
+def _kvq(layout="PA_BSND", **kw):
+    """Combined int8 keys: [int8 nope 8 | bf16 rope 4 (8 bytes) | 2 float32 scales (8 bytes)]."""
+    gen = _gen(31)
+    dn, dr, tile = 8, 4, 4
+    lead = (3, 4, 1) if layout == "PA_BSND" else (1, 6, 1)
+    nope = torch.randint(-100, 100, lead + (dn,), generator=gen).to(torch.int8)
+    rope = torch.randn(lead + (dr,), generator=gen).bfloat16().view(torch.int8)
+    scales = (torch.rand(lead + (dn // tile,), generator=gen) * 0.05).view(torch.int8)
+    key = torch.cat([nope, rope, scales], -1)
+    s1 = 2
+    q = torch.randn(1, s1, 2, dn + dr, generator=gen).bfloat16()
+    idx = torch.tensor([[[[0, 3, -1]], [[2, 1, 4]]]], dtype=_I32)
+    args = dict(tile_size=tile, rope_head_dim=dr, attention_mode=2, layout_kv=layout,
+                actual_seq_lengths_kv=torch.tensor([6], dtype=_I32))
+    if layout == "PA_BSND":
+        args["block_table"] = torch.tensor([[2, 0]], dtype=_I32)
+    args.update(kw)
+    return (q, key, nope.clone(), idx, 0.25, 2, 2), args
+
+
+def _kv_quant_sparse_flash_attention() -> None:
+    e = _entry("npu_kv_quant_sparse_flash_attention")
+    e.samples += [Sample("paged_causal", _kvq),
+                  Sample("bsnd_mode0_sinks", lambda: _kvq("BSND", sparse_mode=0,
+                                                          sinks=torch.tensor([0.1, -0.2])))]
+    e.errors += [
+        ErrorSample("quant_mode", lambda: (_kvq()[0][:5] + (1, 2), _kvq()[1]), ValueError,
+                    "npu_kv_quant_sparse_flash_attention: expected key_quant_mode 2"),
+        ErrorSample("key_width", lambda: _kvq(tile_size=2), ValueError,
+                    "npu_kv_quant_sparse_flash_attention: expected key a last dim of"),
+        ErrorSample("separate_scale", lambda: _kvq(key_dequant_scale=torch.ones(1)),
+                    ValueError, "npu_kv_quant_sparse_flash_attention: expected "
+                    "key_dequant_scale None"),
+        ErrorSample("attention_mode", lambda: _kvq(attention_mode=0), ValueError,
+                    "npu_kv_quant_sparse_flash_attention: expected attention_mode 2"),
+    ]
+
+
+_kv_quant_sparse_flash_attention()
