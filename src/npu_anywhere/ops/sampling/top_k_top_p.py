@@ -183,6 +183,10 @@ def npu_top_k_top_p(logits, p=None, k=None):
     so top-p removes it first.  Softmax, running sum and ``1 - p`` are float32, as in ops-nn
     op_kernel/apply_top_k_top_p_with_sorted.h.  No backward.
 
+    Speed: when every row has a top-k and ``V >= 4096`` the ``partial_sort`` provider ranks
+    only the ``max(k)`` largest entries of each row (``torch.topk``) instead of sorting whole
+    rows; rows without a top-k, or ties at the threshold beyond ``max(k)``, take the reference.
+
     Examples
     --------
     >>> logits = torch.tensor([[1.0, 3.0, 2.0, 3.0]])
