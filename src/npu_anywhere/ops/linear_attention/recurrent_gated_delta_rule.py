@@ -239,8 +239,9 @@ def npu_recurrent_gated_delta_rule(query, key, value, state, *, beta=None, scale
 
     Formula (op-plugin's doc; ``S`` is ``(Dv, Dk)`` per value head)::
 
-        S_t = alpha_t Diag(alpha_kt) S_{t-1} + beta_t (v_t - alpha_t Diag(alpha_kt) S_{t-1} k_t) k_t^T
-        o_t = S_t (scale * q_t)          alpha_t = exp(g_t), alpha_kt = exp(gk_t) (key dim)
+        D_t = alpha_t S_{t-1} Diag(alpha_kt)             (the decayed state)
+        S_t = D_t + beta_t (v_t - D_t k_t) k_t^T
+        o_t = S_t (scale * q_t)          alpha_t = exp(g_t), alpha_kt = exp(gk_t)
 
     Sequence ``i`` owns the next ``actual_seq_lengths[i]`` tokens.  Its starting state is
     ``state[ssm_state_indices[s_i]]`` (``s_i`` its first token), or with ``num_accepted_tokens``
@@ -288,14 +289,17 @@ def npu_recurrent_gated_delta_rule(query, key, value, state, *, beta=None, scale
     -----
     Numerics follow the kernel (recurrent_gated_delta_rule.h): float32 throughout, the state
     carried in float32 between the tokens of one sequence, each stored ``o`` / state rounded to
-    bfloat16.  All starting states are read before any state is written; on the NPU, sequences
-    run on parallel cores, so slots shared between sequences (one's write, another's read)
-    have no defined order there.  Inference only (no backward).
+    bfloat16.  ``gk`` scales the key dim of ``S`` (the doc's first form, ``S_{t-1}(alpha_t
+    Diag(alpha_kt)(I - beta_t k_t k_t^T))``; its second form writes ``Diag(alpha_kt) S_{t-1}``,
+    which only fits when Dk = Dv).  All starting states are read before any state is
+    written; on the NPU, sequences run on parallel cores, so slots shared between sequences
+    (one's write, another's read) have no defined order there.  Inference only (no backward).
 
     Examples
     --------
-    >>> o = npu_anywhere.npu_recurrent_gated_delta_rule(q, k, v, state, beta=beta, scale=dk ** -0.5,
-    ...     actual_seq_lengths=lengths, ssm_state_indices=slots, g=g)
+    >>> o = npu_anywhere.npu_recurrent_gated_delta_rule(
+    ...     q, k, v, state, beta=beta, scale=dk ** -0.5, actual_seq_lengths=lengths,
+    ...     ssm_state_indices=slots, g=g)
     """
     return recurrent_op(query, key, value, state, beta=beta, scale=scale,
                         actual_seq_lengths=actual_seq_lengths,
