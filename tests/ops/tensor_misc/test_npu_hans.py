@@ -85,10 +85,10 @@ def test_blocks_that_coding_would_not_shrink_are_kept_raw():
 
 
 def test_non_contiguous_input_and_buffers_and_default_buffers():
-    base = torch.randn(512, 128)
+    base = torch.randn(256, 128)
     x = base.t()                                      # non-contiguous input
-    bufs = _buffers(x, fixed=2 * N)
-    bufs["fixed"] = torch.zeros(2, N)[0]              # a row: contiguous; var a strided view
+    bufs = _buffers(x)
+    bufs["fixed"] = torch.zeros(2, N // 2)[0]         # a row: contiguous; var a strided view
     bufs["var"] = torch.zeros(N, 2)[:, 1]
     pdf, mantissa, fixed, var = na.npu_hans_encode(x, True, False, **bufs)
     out = torch.zeros(2 * x.numel())[::2]

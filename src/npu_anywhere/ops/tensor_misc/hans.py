@@ -28,6 +28,7 @@ The worst case (every block raw) is ``16 + numel / 64 + numel`` bytes, below the
 
 from __future__ import annotations
 
+import functools
 import heapq
 
 import torch
@@ -174,27 +175,40 @@ def _reverse(code: int, length: int) -> int:
     return int(format(code, f"0{length}b")[::-1], 2) if length else 0
 
 
+@functools.lru_cache(maxsize=16)
+def _code_for(counts: tuple) -> tuple[list[int], list[int]]:
+    """(reversed codes, lengths) per byte value for one pdf (cached: decode loops and repeated
+    calls with one table rebuild nothing)."""
+    lengths = _code_lengths([c + 1 for c in counts])
+    codes = _canonical(lengths)
+    return [_reverse(c, n) for c, n in zip(codes, lengths)], lengths
+
+
 def _tables(pdf: torch.Tensor, device):
     """Per byte value: its code bit-reversed (the stream holds codes least significant bit
     first, i.e. the canonical code's first bit at the lowest position) and its length."""
-    weights = [int(v) + 1 for v in pdf.reshape(-1).tolist()]
-    lengths = _code_lengths(weights)
-    codes = _canonical(lengths)
-    reversed_codes = [_reverse(c, n) for c, n in zip(codes, lengths)]
+    reversed_codes, lengths = _code_for(tuple(int(v) for v in pdf.reshape(-1).tolist()))
     return (torch.tensor(reversed_codes, dtype=torch.int64, device=device),
             torch.tensor(lengths, dtype=torch.int64, device=device))
 
 
-def _decode_table(reversed_codes: torch.Tensor, lengths: torch.Tensor, device):
+@functools.lru_cache(maxsize=16)
+def _window_table(counts: tuple) -> tuple[torch.Tensor, torch.Tensor]:
     """(symbol, length) of every ``_MAX_BITS``-bit window read least significant bit first: the
     window's low ``length`` bits are the symbol's reversed code (prefix-free: one match)."""
-    symbol = torch.zeros(1 << _MAX_BITS, dtype=torch.int64, device=device)
-    length = torch.zeros(1 << _MAX_BITS, dtype=torch.int64, device=device)
-    for s, (rc, n) in enumerate(zip(reversed_codes.tolist(), lengths.tolist())):
-        where = rc + (torch.arange(1 << (_MAX_BITS - n), device=device) << n)
+    reversed_codes, lengths = _code_for(counts)
+    symbol = torch.zeros(1 << _MAX_BITS, dtype=torch.int32)
+    length = torch.zeros(1 << _MAX_BITS, dtype=torch.int32)
+    for s, (rc, n) in enumerate(zip(reversed_codes, lengths)):
+        where = rc + (torch.arange(1 << (_MAX_BITS - n)) << n)
         symbol[where] = s
         length[where] = n
     return symbol, length
+
+
+def _decode_table(pdf: torch.Tensor, device):
+    symbol, length = _window_table(tuple(int(v) for v in pdf.reshape(-1).tolist()))
+    return symbol.to(device), length.to(device)
 
 
 # -- element bytes ----------------------------------------------------------------------------
@@ -335,12 +349,10 @@ def hans_decode_reference(mantissa, fixed, var, pdf, reshuff=False, *, out):
         exponent[rows] = payload[where].to(torch.int64)
     keep = ~raw
     if bool(keep.any()):
-        code, length = _tables(pdf, device)
-        symbol_of, length_of = _decode_table(code, length, device)
+        symbol_of, length_of = _decode_table(pdf, device)
         rows = torch.nonzero(keep).reshape(-1)
         # int32 throughout the loop: 3 bytes shifted by at most 7 bits fit in 31 bits
         data = torch.cat([payload.to(torch.int32), payload.new_zeros(3, dtype=torch.int32)])
-        symbol_of, length_of = symbol_of.to(torch.int32), length_of.to(torch.int32)
         window_mask = (1 << _MAX_BITS) - 1
         p = (starts[rows] * 8).to(torch.int32)                # next bit of each coded block
         decoded = torch.empty(_BLOCK, rows.numel(), dtype=torch.int32, device=device)

@@ -209,12 +209,19 @@ def _hans_small_ints(dtype):
     return (torch.arange(_HANS_N) % 7 - 3).to(dtype)
 
 
+_HANS_STREAMS: dict = {}
+
+
 def _hans_encoded(dtype, reshuff=False):
-    from npu_anywhere.ops.tensor_misc.hans import npu_hans_encode
-    x = _hans_small_ints(dtype)
-    bufs = _hans_buffers(x, fixed_elems=_HANS_N * (2 if reshuff else 1))
-    pdf, mantissa, fixed, var = npu_hans_encode(x, True, reshuff, **bufs)
-    return mantissa, fixed, var, pdf
+    """(mantissa, fixed, var, pdf) of the small-int input: encoded once, fresh copies after."""
+    key = (dtype, reshuff)
+    if key not in _HANS_STREAMS:
+        from npu_anywhere.ops.tensor_misc.hans import npu_hans_encode
+        x = _hans_small_ints(dtype)
+        bufs = _hans_buffers(x, fixed_elems=_HANS_N * (2 if reshuff else 1))
+        pdf, mantissa, fixed, var = npu_hans_encode(x, True, reshuff, **bufs)
+        _HANS_STREAMS[key] = (mantissa, fixed, var, pdf)
+    return tuple(t.clone() for t in _HANS_STREAMS[key])
 
 
 def _hans() -> None:
