@@ -1,0 +1,8 @@
+"""torch_npu's runtime helpers: NPU memory (copy_memory_, empty_with_format,
+empty_with_swapped_memory, npu_prefetch) and the float-status registers."""
+
+import sys
+
+from ..family import collect
+
+TORCH_NPU_FUNCTIONS, CANN_FUNCTIONS = collect(sys.modules[__name__])
