@@ -37,10 +37,14 @@ def _flat(out):
     return list(out)
 
 
+# Ops whose docs state no constraint a call could break (any tensor, no other argument).
+NOTHING_TO_REFUSE = {"npu_alloc_float_status"}
+
+
 def test_every_public_op_has_samples_and_errors():
     missing = [name for name, op in REGISTRY.items()
                if op.info.public and not (name in OPDB and OPDB[name].samples
-                                          and OPDB[name].errors)]
+                                          and (OPDB[name].errors or name in NOTHING_TO_REFUSE))]
     assert not missing, missing
 
 
