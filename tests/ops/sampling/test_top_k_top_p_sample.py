@@ -281,3 +281,41 @@ def test_no_backward():
     x = torch.randn(2, 5, requires_grad=True)
     with pytest.raises(RuntimeError, match="npu_top_k_top_p_sample: expected inputs"):
         na.npu_top_k_top_p_sample(x, torch.ones(2, dtype=I32), torch.ones(2))
+
+
+def _provider(*args, **kwargs):
+    from npu_anywhere.library import REGISTRY
+    return REGISTRY["npu_top_k_top_p_sample"].providers.select(*args, **kwargs).name
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_partial_sort_provider_matches_golden_and_reference(sampled):
+    b, v = 4, 4101
+    logits = _rows(b, v, torch.float32, seed=11)
+    top_k = torch.tensor([50, 1, 700, 9], dtype=I32)
+    top_p = torch.tensor([0.9, 0.5, 0.7, 1.0])
+    min_ps = torch.tensor([0.0, 0.5, 0.05, 1.0])
+    q = torch.rand(b, v, generator=torch.Generator().manual_seed(12)) if sampled else None
+    assert _provider(logits, top_k, top_p, q) == "partial_sort"
+    got = check(logits, top_k, top_p, q=q, min_ps=min_ps, max_ambiguous=1)
+    with na.use_providers("reference"):
+        want = na.npu_top_k_top_p_sample(logits, top_k, top_p, q=q, min_ps=min_ps,
+                                         is_need_logits=True)
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    # multinomial: the same samples for a seed whichever provider runs
+    draws = [na.npu_top_k_top_p_sample(logits, top_k, top_p, post_sample="multiNomial",
+                                       generator=torch.Generator().manual_seed(3))[0]]
+    with na.use_providers("reference"):
+        draws.append(na.npu_top_k_top_p_sample(logits, top_k, top_p, post_sample="multiNomial",
+                                               generator=torch.Generator().manual_seed(3))[0])
+    assert torch.equal(draws[0], draws[1])
+
+
+def test_partial_sort_provider_falls_back_without_top_k_everywhere():
+    logits = _rows(2, 4100, torch.float32, seed=13)
+    top_k = torch.tensor([5, 0], dtype=I32)
+    top_p = torch.tensor([0.8, 0.9])
+    got = na.npu_top_k_top_p_sample(logits, top_k, top_p, is_need_logits=True)
+    with na.use_providers("reference"):
+        want = na.npu_top_k_top_p_sample(logits, top_k, top_p, is_need_logits=True)
+    assert all(torch.equal(g, w) for g, w in zip(got, want))

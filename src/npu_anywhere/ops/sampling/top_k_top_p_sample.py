@@ -111,31 +111,42 @@ def _safe_softmax(x: torch.Tensor) -> torch.Tensor:
     return e / e.sum(dim=-1, keepdim=True)
 
 
-def filter_rows(logits, top_k, top_p, min_ps, ks_max, input_is_logits):
-    """The kept entries of each row: (order, probs, keep) over positions in the row's order.
-
-    ``order[b, j]`` is the vocabulary index at position ``j`` (descending-sorted rows, or the
-    identity for the rows that are not sorted), ``probs[b, j]`` its float32 probability (or
-    value when ``input_is_logits`` is False) and ``keep[b, j]`` whether it survives.
-    """
-    rows, vocab = logits.shape
-    x = logits.to(torch.float32)
-    k = top_k.to(torch.int64)
+def _row_flags(x, top_k, top_p, min_ps, ks_max):
+    rows, vocab = x.shape
+    k = top_k.to(torch.int64).unsqueeze(1)
     p = top_p.to(torch.float32).unsqueeze(1)
     min_p = (min_ps.to(torch.float32) if min_ps is not None
              else torch.full((rows,), -1.0, device=x.device)).unsqueeze(1)
-    use_k = ((k >= 1) & (k <= _k_limit(ks_max, vocab))).unsqueeze(1)
-    use_p = p < 1.0
-    unsorted = ~use_k & ~use_p & (min_p < 1.0)
+    use_k = (k >= 1) & (k <= _k_limit(ks_max, vocab))
+    return k, p, min_p, use_k
 
+
+def filter_rows(logits, top_k, top_p, min_ps, ks_max, input_is_logits):
+    """The kept entries of each row: (x, order, probs, keep) over positions in the row's order.
+
+    ``x`` is float32 ``logits``; ``order[b, j]`` is the vocabulary index at position ``j``
+    (descending-sorted rows, or the identity for the rows that are not sorted), ``probs[b, j]``
+    its float32 probability (or value when ``input_is_logits`` is False) and ``keep[b, j]``
+    whether it survives.
+    """
+    rows, vocab = logits.shape
+    x = logits.to(torch.float32)
+    k, p, min_p, use_k = _row_flags(x, top_k, top_p, min_ps, ks_max)
+    unsorted = ~use_k & (p >= 1.0) & (min_p < 1.0)
     values, index = torch.sort(x, dim=-1, descending=True, stable=True)
     identity = torch.arange(vocab, device=x.device).expand(rows, vocab)
     order = torch.where(unsorted, identity, index)
     ordered = torch.where(unsorted, x, values)
-    position = identity
-    in_k = ~use_k | (position < k.unsqueeze(1))
-    first = position == 0
+    probs, keep = _filter_ordered(ordered, k, p, min_p, use_k, input_is_logits)
+    return x, order, probs, keep
 
+
+def _filter_ordered(ordered, k, p, min_p, use_k, input_is_logits):
+    """Top-k, top-p and min-p over rows already in their order: (probs, keep)."""
+    position = torch.arange(ordered.shape[1], device=ordered.device).unsqueeze(0)
+    in_k = ~use_k | (position < k)
+    first = position == 0
+    use_p = p < 1.0
     if input_is_logits:
         probs = _safe_softmax(ordered.masked_fill(~in_k, float("-inf")))
     else:
@@ -151,7 +162,7 @@ def filter_rows(logits, top_k, top_p, min_ps, ks_max, input_is_logits):
     salient = keep & (probs >= largest * min_p)
     keep = torch.where((min_p > 0.0) & (min_p < 1.0), salient,
                        torch.where(min_p >= 1.0, keep & first, keep))
-    return x, order, probs, keep
+    return probs, keep
 
 
 def _pack(order, probs, keep):
@@ -168,30 +179,81 @@ def _pack(order, probs, keep):
 def top_k_top_p_sample_reference(logits, top_k, top_p, q=None, eps=1e-8, is_need_logits=False,
                                  top_k_guess=32, min_ps=None, ks_max=1024,
                                  input_is_logits=True, post_sample="qSample", generator=None):
-    mode = _mode(post_sample, q)
     input_is_logits = True if input_is_logits is None else bool(input_is_logits)
-    eps = 1e-8 if eps is None else eps
     x, order, probs, keep = filter_rows(logits, top_k, top_p, min_ps, ks_max, input_is_logits)
+    return _choose(x, order, probs, keep, q, eps, is_need_logits, input_is_logits,
+                   _mode(post_sample, q), generator)
+
+
+def _choose(x, order, probs, keep, q, eps, is_need_logits, input_is_logits, mode, generator):
+    """Pack the kept entries, pick one per row, and build both outputs."""
+    rows, vocab = x.shape
+    eps = 1e-8 if eps is None else eps
     packed_probs, packed_idx, count = _pack(order, probs, keep)
-    live = torch.arange(x.shape[1], device=x.device).unsqueeze(0) < count
+    width = packed_probs.shape[1]
+    live = torch.arange(width, device=x.device).unsqueeze(0) < count
     if mode == "multiNomial":
-        choice = torch.multinomial(packed_probs.masked_fill(~live, 0.0), 1, replacement=True,
-                                   generator=generator)
+        weights = packed_probs.masked_fill(~live, 0.0)
+        if width < vocab:
+            # torch.multinomial draws one number per column: a full-width row keeps the
+            # stream (and so the samples for a seed) independent of the provider.
+            weights = torch.cat([weights, weights.new_zeros(rows, vocab - width)], dim=1)
+        choice = torch.multinomial(weights, 1, replacement=True, generator=generator)
     else:
         score = packed_probs
         if mode == "qSample":
-            score = packed_probs / (q.abs() + eps)
+            score = packed_probs / (q[:, :width].abs() + eps)
         choice = score.masked_fill(~live, float("-inf")).argmax(dim=-1, keepdim=True)
     select_idx = packed_idx.gather(1, choice).squeeze(1)
 
     fill = float("-inf") if input_is_logits else 0.0
     if is_need_logits:
-        kept = torch.zeros_like(keep).scatter_(1, order, keep)
+        kept = torch.zeros_like(x, dtype=torch.bool).scatter_(1, order, keep)
         selected = torch.where(kept, x, torch.full_like(x, fill))
     else:
         # Not computed on the NPU either (an output of the documented size is returned).
         selected = torch.full_like(x, fill)
     return select_idx, selected
+
+
+# -- the partial-sort provider -----------------------------------------------------------------
+#
+# When every row applies a top-k, only its k largest entries can survive any later step, so a
+# ``topk`` of the largest max(k) entries, put in the stable descending order (sorted by index,
+# then stably by value), replaces the full sort of every row.
+
+PARTIAL_MIN_VOCAB = 4096
+
+
+def _partial_supports(logits, top_k, top_p, q=None, eps=1e-8, is_need_logits=False,
+                      top_k_guess=32, min_ps=None, ks_max=1024, input_is_logits=True,
+                      post_sample="qSample", generator=None):
+    if logits.shape[-1] < PARTIAL_MIN_VOCAB:
+        return f"vocab below {PARTIAL_MIN_VOCAB}: the full sort is as fast"
+    return None
+
+
+def _partial_top_k_top_p_sample(logits, top_k, top_p, q=None, eps=1e-8, is_need_logits=False,
+                                top_k_guess=32, min_ps=None, ks_max=1024, input_is_logits=True,
+                                post_sample="qSample", generator=None):
+    args = (logits, top_k, top_p, q, eps, is_need_logits, top_k_guess, min_ps, ks_max,
+            input_is_logits, post_sample, generator)
+    x = logits.to(torch.float32)
+    k, p, min_p, use_k = _row_flags(x, top_k, top_p, min_ps, ks_max)
+    if not bool(use_k.all()):
+        return top_k_top_p_sample_reference(*args)       # a row without top-k: full sort
+    k_max = int(k.max())
+    top_values, top_index = torch.topk(x, k_max, dim=-1, sorted=True)
+    if bool(((x >= top_values[:, -1:]).sum(dim=-1) > k_max).any()):
+        return top_k_top_p_sample_reference(*args)       # ties straddle the k_max-th entry
+    by_index, perm = torch.sort(top_index, dim=-1)
+    ordered, perm2 = torch.sort(top_values.gather(1, perm), dim=-1, descending=True,
+                                stable=True)
+    order = by_index.gather(1, perm2)
+    input_is_logits = True if input_is_logits is None else bool(input_is_logits)
+    probs, keep = _filter_ordered(ordered, k, p, min_p, use_k, input_is_logits)
+    return _choose(x, order, probs, keep, q, eps, is_need_logits, input_is_logits,
+                   _mode(post_sample, q), generator)
 
 
 def _fake(logits, top_k, top_p, q=None, eps=1e-8, is_need_logits=False, top_k_guess=32,
@@ -206,6 +268,8 @@ top_k_top_p_sample_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_top_k_
                               reference=top_k_top_p_sample_reference, fake=_fake, random=True,
                               info=OpInfo(api="torch_npu"))
 top_k_top_p_sample_op.forbid_autograd("an inference-only sampler; torch_npu defines no backward")
+top_k_top_p_sample_op.add_provider("partial_sort", _partial_top_k_top_p_sample,
+                                   _partial_supports)
 
 
 def npu_top_k_top_p_sample(logits, top_k, top_p, q=None, eps=1e-8, is_need_logits=False,
@@ -285,6 +349,11 @@ def npu_top_k_top_p_sample(logits, top_k, top_p, q=None, eps=1e-8, is_need_logit
     doc's NPU kernel steps (rolling top-k in ``8 * ks_max`` segments, the ``top_k_guess``
     shortcut) are speed-ups with the same result.  No backward.  Under ``torch.compile`` pass
     no ``generator`` (Dynamo cannot put a Generator object into a graph).
+
+    Speed: with a top-k in every row and ``V >= 4096`` the ``partial_sort`` provider ranks
+    only the ``max(top_k)`` largest entries (``torch.topk``) instead of sorting whole rows;
+    other calls, and ties straddling the ``max(top_k)``-th entry, take the reference.  Its
+    multinomial draw runs over a full-width row, so a seed gives the same samples either way.
 
     Examples
     --------
