@@ -34,6 +34,23 @@ def expect_shape(t: torch.Tensor, want: tuple, op: str, param: str, described: s
                   lambda: f"shape {tuple(want)} {described}", shape(t), RuntimeError)
 
 
+def expect_qkv(query, key, value, op: str, max_heads: int, max_dim: int):
+    """``(T, Nk, Dk, Nv, Dv)`` of query / key ``(T, Nk, Dk)`` and value ``(T, Nv, Dv)``, with
+    the head counts and dims in ``[1, max_heads]`` / ``[1, max_dim]`` and ``Nv`` a multiple of
+    ``Nk`` (value heads are grouped over key heads)."""
+    t_len, nk, dk = query.shape
+    expect_shape(key, (t_len, nk, dk), op, "key", "(T, Nk, Dk), query's shape")
+    checks.expect(value.shape[0] == t_len, op, "value", lambda: f"T = {t_len} rows (query's "
+                  "first dim), shape (T, Nv, Dv)", shape(value), RuntimeError)
+    nv, dv = value.shape[1], value.shape[2]
+    for name, size, high in (("Nk", nk, max_heads), ("Nv", nv, max_heads), ("Dk", dk, max_dim),
+                             ("Dv", dv, max_dim)):
+        checks.expect(1 <= size <= high, op, name, f"in [1, {high}]", size, ValueError)
+    checks.expect(nv % nk == 0, op, "Nv", lambda: f"a multiple of Nk = {nk} (value heads are "
+                  "grouped over key heads)", nv, ValueError)
+    return t_len, nk, dk, nv, dv
+
+
 def int_values(t: torch.Tensor) -> list[int]:
     """The values of a small integer tensor as Python ints (one device sync)."""
     return [int(x) for x in t.reshape(-1).tolist()]

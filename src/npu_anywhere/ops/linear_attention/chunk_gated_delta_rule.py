@@ -57,16 +57,7 @@ def check_chunk_gated_delta_rule(query, key, value, *, beta=None, initial_state=
         named["g"] = g
     checks.expect_same_device(named, op)
     checks.expect_nonempty(query, op, "query")
-    t_len, nk, dk = query.shape
-    common.expect_shape(key, (t_len, nk, dk), op, "key", "(T, Nk, Dk), query's shape")
-    checks.expect(value.shape[0] == t_len, op, "value", lambda: f"T = {t_len} rows (query's "
-                  "first dim), shape (T, Nv, Dv)", common.shape(value), RuntimeError)
-    nv, dv = value.shape[1], value.shape[2]
-    for name, size, high in (("Nk", nk, MAX_HEADS), ("Nv", nv, MAX_HEADS), ("Dk", dk, MAX_DIM),
-                             ("Dv", dv, MAX_DIM)):
-        checks.expect(1 <= size <= high, op, name, f"in [1, {high}]", size, ValueError)
-    checks.expect(nv % nk == 0, op, "Nv", lambda: f"a multiple of Nk = {nk} (value heads are "
-                  "grouped over key heads)", nv, ValueError)
+    t_len, nk, dk, nv, dv = common.expect_qkv(query, key, value, op, MAX_HEADS, MAX_DIM)
     common.expect_dtype(beta, _BF16, op, "beta")
     common.expect_shape(beta, (t_len, nv), op, "beta", "(T, Nv)")
     checks.expect_dim(initial_state, 4, op, "initial_state")

@@ -72,16 +72,7 @@ def _check(op, query, key, value, state, beta, scale, actual_seq_lengths, ssm_st
             named[name] = t
     checks.expect_same_device(named, op)
     checks.expect_nonempty(query, op, "query")
-    t_len, nk, dk = query.shape
-    common.expect_shape(key, (t_len, nk, dk), op, "key", "(T, Nk, Dk), query's shape")
-    checks.expect(value.shape[0] == t_len, op, "value", lambda: f"T = {t_len} rows (query's "
-                  "first dim), shape (T, Nv, Dv)", common.shape(value), RuntimeError)
-    nv, dv = value.shape[1], value.shape[2]
-    for name, size, high in (("Nk", nk, MAX_HEADS), ("Nv", nv, MAX_HEADS), ("Dk", dk, MAX_DIM),
-                             ("Dv", dv, MAX_DIM)):
-        checks.expect(1 <= size <= high, op, name, f"in [1, {high}]", size, ValueError)
-    checks.expect(nv % nk == 0, op, "Nv", lambda: f"a multiple of Nk = {nk} (value heads are "
-                  "grouped over key heads)", nv, ValueError)
+    t_len, nk, dk, nv, dv = common.expect_qkv(query, key, value, op, MAX_HEADS, MAX_DIM)
     checks.expect(tuple(state.shape[1:]) == (nv, dv, dk) and state.shape[0] >= 1, op, "state",
                   lambda: f"shape (BlockNum, Nv, Dv, Dk) = (BlockNum >= 1, {nv}, {dv}, {dk})",
                   common.shape(state), RuntimeError)
