@@ -7,7 +7,7 @@ from typing import Callable, Optional
 
 from . import ops
 from .compat.shim import documented_ops
-from .library import default_ops
+from .library import REGISTRY, default_ops
 
 TABLE_WIDTH = 100
 """``format_table`` keeps every line within this many columns."""
@@ -23,6 +23,12 @@ def _package_of(fn: Optional[Callable]) -> Optional[str]:
     return module[len(_OPS_PACKAGE):].split(".", 1)[0]
 
 
+def _registry(documented: dict) -> dict:
+    """One op per name, plus the named overloads the docs list as ops of their own
+    (``npu_fused_infer_attention_score.out`` has a doc page of its own)."""
+    return {**default_ops(), **{k: op for k, op in REGISTRY.items() if k in documented}}
+
+
 def _families(names: list[str], documented: dict, functions: dict) -> dict[str, str]:
     """The family of every op: the doc's, else the doc family its package's other ops share.
 
@@ -31,7 +37,7 @@ def _families(names: list[str], documented: dict, functions: dict) -> dict[str, 
     ``--family norm`` lists the whole family; a package with no documented op names itself.
     """
     packages: dict[str, Optional[str]] = {}
-    registry = default_ops()
+    registry = _registry(documented)
     for name in names:
         op = registry.get(name)
         packages[name] = _package_of(op.check if op is not None else functions.get(name))
@@ -56,10 +62,10 @@ def rows() -> list[dict]:
     An op's named overloads (``.List``, ``.out``) are listed in its row's ``overloads``.
     """
     documented = documented_ops()
-    registry = default_ops()
+    registry = _registry(documented)
     # Python-level helpers of torch_npu (no op schema, e.g. npu_format_cast) count as implemented.
     functions = {**ops.TORCH_NPU_FUNCTIONS, **ops.CANN_FUNCTIONS}
-    names = list(documented) + sorted(n for n, op in registry.items()
+    names = list(documented) + sorted(n for n, op in default_ops().items()
                                       if n not in documented and op.info.public)
     family_of = _families(names, documented, functions)
     out = []
