@@ -312,8 +312,20 @@ def test_v2_bad_inputs():
         f(x, e, expert_num=4, drop_pad_mode=1)
     with pytest.raises(ValueError, match="expected active_expert_range 0 <= expert_start"):
         f(x, e, expert_num=4, active_expert_range=[3, 2])
-    with pytest.raises(NotImplementedError, match="expected quant_mode -1, 0, 1, 2 or 3"):
-        f(x, e, expert_num=4, quant_mode=6)
+    with pytest.raises(ValueError, match="expected drop_pad_mode 0 when quant_mode is 9"):
+        f(x, e, expert_num=4, quant_mode=9, drop_pad_mode=1, expert_capacity=2)
+    with pytest.raises(ValueError, match="expected x_dtype None when quant_mode is 1"):
+        f(x, e, expert_num=4, quant_mode=1, x_dtype=290)
+    with pytest.raises(ValueError, match="expected x_dtype torch_npu.hifloat8 or .* for a uint8"):
+        f(x.to(torch.uint8), e, expert_num=4)
+    with pytest.raises(TypeError, match="expected x dtype in .*float32.*bfloat16"):
+        f(x.half(), e, expert_num=4, quant_mode=13)
+    with pytest.raises(RuntimeError, match="expected x an even hidden size when quant_mode is 13"):
+        f(feats(4, 7), e, expert_num=4, quant_mode=13)
+    with pytest.raises(RuntimeError, match="expected scale shape \\(1, 8\\) when quant_mode is 13"):
+        f(x, e, expert_num=4, quant_mode=13, scale=torch.ones(4, 8))
+    with pytest.raises(ValueError, match="expected scale a \\(1,\\) tensor when quant_mode is 7"):
+        f(x, e, expert_num=4, quant_mode=7)
     with pytest.raises(ValueError, match="expected quant_mode one of"):
         f(x, e, expert_num=4, quant_mode=4)
     with pytest.raises(ValueError, match="expected quant_mode -1 for an int8 x"):

@@ -17,20 +17,17 @@ test/test_custom_ops/test_npu_moe_init_routing_v2.py ``cpu_op_exec`` is the gold
         type 1 count, type 0 cumsum, type 2 (expert_num, 2) pairs (expert id, count) for the
         non-zero counts, packed at the head and followed by zeros
     quant_mode -1: no quantisation; expanded_scale = scale[perm[i] // K] when scale is given
-    quant_mode  0 (static): int8(clip(rint(fp16(fp16(x) * fp16(scale)) + fp16(offset))));
-        expanded_scale is 1-D float32 with one element per expanded_x row (rows of expanded_x
-        dropless, expert_num * expert_capacity with drop / pad), zeros here: the shape the
-        NPU's eager op allocates (op-plugin op_plugin/ops/opapi/MoeInitRoutingV2KernelNpuOpApi.cpp,
-        ``expanded_scale_len`` in its last branch; the kernel writes no scale in this mode).
-        op-plugin's meta (python/meta/_meta_registrations.py) says 0-d here; eager is followed
+        (float8 rows, and uint8 rows that x_dtype names hifloat8 or float4_e2m1 pairs, move
+        unchanged, with their e8m0 scales (NUM_ROWS, CeilDiv(H, 64), 2) gathered as uint8)
+    quant_mode 0 / 1 / 2 / 3 / 6 / 7 / 8 / 9 / 11 / 12 / 13 / 16 / 17: the formulas of
+        :mod:`.init_routing_v2_quant`, applied to the gathered rows.  Where no scale is
+        written (0, 6, 7) expanded_scale is 1-D float32 zeros with one element per row of
+        expanded_x (``expert_num * expert_capacity`` with drop / pad): the buffer the NPU's
+        eager op allocates (op-plugin op_plugin/ops/opapi/MoeInitRoutingV2KernelNpuOpApi.cpp,
+        ``expanded_scale_len``); op-plugin's meta says 0-d for static quant; eager is followed
         so that compiled and eager graphs agree (the fake kernel traces this reference).
-    quant_mode  1 (dynamic): v = x (* scale[e - expert_start] or scale[0]);
-        expanded_scale = max|v| / 127;  expanded_x = int8(round_half_even(v / expanded_scale))
-    quant_mode 2 / 3 (MXFP8 RoundScale, float8_e5m2 / float8_e4m3fn): blocks of 32 along H,
-        shared_exp = max(floor(log2 max|block|) - emax, -127) (emax 15 / 8),
-        expanded_x = saturate(round_half_even(x / 2**shared_exp)) on the float8 grid,
-        expanded_scale = float8_e8m0 2**shared_exp, (rows, CeilAlign(CeilDiv(H, 32), 2))
-        (the op-plugin page's ``simplified_mx_quantize`` golden; :mod:`..quant.mx`)
+        Drop / pad buffers of the HIF8 modes are int8 (the NPU allocates int8 for every
+        quantized drop / pad call); MXFP4, FP8 per-block and INT4 are dropless only.
 
 Rows past the valid ones (and empty capacity slots) are zero here; the NPU leaves them
 undefined.  Output shapes depend on metadata only (op-plugin's meta function), never on values.
@@ -43,8 +40,7 @@ import torch
 from ... import checks, dtypes, targets
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
-from ..quant import core as qcore
-from ..quant import mx
+from . import init_routing_v2_quant as quant
 from ._routing import FLOAT_DTYPES, expect_int32_ids, stable_sort
 
 OP = "npu_moe_init_routing_v2"
@@ -54,16 +50,16 @@ SCHEMA = ("npu_moe_init_routing_v2(Tensor x, Tensor expert_idx, *, Tensor? scale
           "int quant_mode=-1, int[2] active_expert_range=[], int row_idx_type=0, "
           "int? x_dtype=None) -> (Tensor, Tensor, Tensor, Tensor)")
 
-_SUPPORTED = frozenset({Product.A2, Product.A3})
+_SUPPORTED = frozenset({Product.A2, Product.A3, Product.ASCEND_950})
+# quant modes past -1 / 0 / 1 and the low-precision x_dtype inputs: the Ascend 950 kernel only
+_SUPPORTED_950 = frozenset({Product.ASCEND_950})
 _INT32_MAX = 2 ** 31 - 1
 _MAX_EXPERTS = 10240
 _MAX_EXPERTS_KEY_VALUE = 5120
-_INT8 = qcore.format_of(torch.int8)
-# The MXFP8 RoundScale modes: the element format of expanded_x.
-_MX_MODES = {2: mx.FORMATS["float8_e5m2"], 3: mx.FORMATS["float8_e4m3fn"]}
-# The page's other modes: HIF8 (6, 7, 8), MXFP4 (9), FP8 per-block (11, 12), INT4 (13),
-# MXFP8 with an amax clamp (16, 17); the page gives no golden for them.
-_NOT_EMULATED_QUANT_MODES = (6, 7, 8, 9, 11, 12, 13, 16, 17)
+# Quant modes whose drop / pad output the NPU allocates (int8 for 0, 1 and HIF8; the MXFP8
+# modes keep their float8 rows here); MXFP4, FP8 per-block and INT4 are dropless only.
+_DROP_PAD_MODES = (-1, 0, 1, *quant.MXFP8_MODES, *quant.HIF8_MODES)
+_ONE_BYTE_FLOATS = (torch.float8_e5m2, torch.float8_e4m3fn)
 
 
 def _expert_range(active_expert_range, expert_num) -> tuple[int, int]:
@@ -78,7 +74,7 @@ def check_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_num=
                           active_expert_range=(), row_idx_type=0, x_dtype=None):
     op = OP
     float_ok = FLOAT_DTYPES + ((torch.float64,) if targets.current() is None else ())
-    checks.expect_dtype(x, float_ok + (torch.int8,), op, "x")
+    checks.expect_dtype(x, float_ok + (torch.int8, torch.uint8) + _ONE_BYTE_FLOATS, op, "x")
     checks.expect_dim(x, 2, op, "x")
     expect_int32_ids(op, "expert_idx", expert_idx)
     checks.expect(expert_idx.shape[0] == x.shape[0], op, "expert_idx",
@@ -91,13 +87,8 @@ def check_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_num=
     checks.expect(not (quant_mode == 1 and x_dtype == dtypes.INT4), op, "quant_mode",
                   "13 for an int4 x_dtype (int4 dynamic quantization uses quant_mode=13; "
                   "quant_mode=1 is int8 only)", repr(quant_mode), RuntimeError)
-    if quant_mode in _NOT_EMULATED_QUANT_MODES:
-        checks.expect(False, op, "quant_mode", "-1, 0, 1, 2 or 3 (the HIF8 / MXFP4 / FP8 "
-                      "per-block / INT4 / amax-clamped MXFP8 modes are not emulated)",
-                      repr(quant_mode), NotImplementedError)
-    checks.expect_one_of(quant_mode, (-1, 0, 1, 2, 3), op, "quant_mode")
-    checks.expect(x_dtype is None, op, "x_dtype", "None (hifloat8 / int4 inputs are not "
-                  "emulated)", repr(x_dtype), NotImplementedError)
+    checks.expect_one_of(quant_mode, quant.MODES, op, "quant_mode")
+    _check_x_dtype(op, x, quant_mode, x_dtype)
     limit = _MAX_EXPERTS_KEY_VALUE if expert_tokens_num_type == 2 else _MAX_EXPERTS
     checks.expect(0 < expert_num <= limit, op, "expert_num", f"in (0, {limit}]",
                   repr(expert_num), ValueError)
@@ -117,19 +108,59 @@ def check_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_num=
                       "0 or 1 when drop_pad_mode is 1", repr(expert_tokens_num_type), ValueError)
         checks.expect(row_idx_type == 0, op, "row_idx_type", "0 when drop_pad_mode is 1",
                       repr(row_idx_type), ValueError)
-    if x.dtype == torch.int8:
-        checks.expect(quant_mode == -1, op, "quant_mode", "-1 for an int8 x (it cannot be "
-                      "quantized again)", repr(quant_mode), ValueError)
-    _check_scale(op, x, scale, offset, quant_mode, expert_num, active_expert_range)
+        checks.expect(quant_mode in _DROP_PAD_MODES, op, "drop_pad_mode",
+                      lambda: f"0 when quant_mode is {quant_mode} (MXFP4, FP8 per-block and INT4 "
+                      "quantization are dropless only)", "1", ValueError)
+    _check_scale(op, x, scale, offset, quant_mode, expert_num, active_expert_range, x_dtype)
     checks.expect_same_device({"x": x, "expert_idx": expert_idx}, op)
-    targets.expect_supported(op, _SUPPORTED)
+    product = targets.expect_supported(op, _SUPPORTED)
+    if product is not None and (quant_mode not in (-1, 0, 1) or x_dtype is not None
+                                or x.dtype in (torch.uint8,) + _ONE_BYTE_FLOATS):
+        targets.expect_supported(op, _SUPPORTED_950)
 
 
-def _check_scale(op, x, scale, offset, quant_mode, expert_num, active_expert_range):
+def _check_x_dtype(op, x, quant_mode, x_dtype):
+    """x and x_dtype: plain floats (or int8 unquantized) for the quantizing modes; an
+    unquantized call may also move float8 rows, or uint8 rows that x_dtype names hifloat8
+    codes or float4_e2m1 pairs (op-plugin's host code, ``x_wrapper``)."""
+    if quant_mode == quant.INT4_MODE:
+        checks.expect(x_dtype in (None, dtypes.INT4), op, "x_dtype",
+                      "torch_npu.int4 or None when quant_mode=13", dtypes.name(x_dtype),
+                      ValueError)
+        checks.expect_dtype(x, (torch.float32, torch.bfloat16), op, "x")
+        checks.expect(x.shape[1] % 2 == 0, op, "x", "an even hidden size when quant_mode is 13",
+                      lambda: f"H = {x.shape[1]}", RuntimeError)
+        return
+    if quant_mode != -1:
+        checks.expect(x_dtype is None, op, "x_dtype", lambda: f"None when quant_mode is "
+                      f"{quant_mode}", dtypes.name(x_dtype), ValueError)
+        checks.expect(x.dtype not in (torch.uint8,) + _ONE_BYTE_FLOATS, op, "x",
+                      "a float16, bfloat16 or float32 tensor when quantizing", str(x.dtype),
+                      TypeError)
+        checks.expect(x.dtype != torch.int8, op, "quant_mode", "-1 for an int8 x (it cannot "
+                      "be quantized again)", repr(quant_mode), ValueError)
+        if quant_mode == quant.MXFP4_MODE:
+            checks.expect(x.shape[1] % 2 == 0, op, "x", "an even hidden size when quant_mode "
+                          "is 9", lambda: f"H = {x.shape[1]}", RuntimeError)
+        return
+    checks.expect(x_dtype in (None, dtypes.HIFLOAT8, dtypes.FLOAT4_E2M1FN_X2), op, "x_dtype",
+                  "None, torch_npu.hifloat8 or torch_npu.float4_e2m1fn_x2 when quant_mode is -1",
+                  dtypes.name(x_dtype), ValueError)
+    if x_dtype is not None:
+        checks.expect_dtype(x, (torch.uint8,), op, "x")
+    else:
+        checks.expect(x.dtype != torch.uint8, op, "x_dtype", "torch_npu.hifloat8 or "
+                      "torch_npu.float4_e2m1fn_x2 for a uint8 x", "None", ValueError)
+
+
+def _check_scale(op, x, scale, offset, quant_mode, expert_num, active_expert_range, x_dtype):
     rows, hidden = x.shape
+    carried = quant.passthrough_x_dtype(x, x_dtype) if quant_mode == -1 else None
+    mx_rows = carried in ("float8", "float4")       # rows that travel with e8m0 MX scales
     for name, t in (("scale", scale), ("offset", offset)):
         if t is not None:
-            checks.expect_dtype(t, (torch.float32,), op, name)
+            if not (name == "scale" and mx_rows):
+                checks.expect_dtype(t, (torch.float32,), op, name)
             checks.expect_same_device({"x": x, name: t}, op)
     if rows == 0:
         # op-plugin returns the empty outputs (zero counts) before the kernel reads scale or
@@ -138,33 +169,44 @@ def _check_scale(op, x, scale, offset, quant_mode, expert_num, active_expert_ran
     if quant_mode == -1:
         checks.expect(offset is None, op, "offset", "None when quant_mode is -1", "a tensor",
                       ValueError)
-        if scale is not None:
-            checks.expect(tuple(scale.shape) == (rows,), op, "scale",
-                          lambda: f"shape (NUM_ROWS,) = ({rows},) when quant_mode is -1",
-                          lambda: f"shape {tuple(scale.shape)}", RuntimeError)
-    elif quant_mode in _MX_MODES:
-        for name, t in (("scale", scale), ("offset", offset)):
-            checks.expect(t is None, op, name, "None when quant_mode is 2 or 3 (MXFP8)",
-                          "a tensor", ValueError)
-    elif quant_mode == 0:
-        checks.expect(scale is not None, op, "scale", "a (1,) tensor when quant_mode is 0",
-                      "None", ValueError)
-        checks.expect(tuple(scale.shape) == (1,), op, "scale", "shape (1,) when quant_mode is 0",
+        if scale is None:
+            return
+        if mx_rows:
+            elements = hidden * (2 if carried == "float4" else 1)
+            want = (rows, -(-elements // 64), 2)
+            checks.expect_dtype(scale, (torch.float8_e8m0fnu, torch.uint8), op, "scale")
+            checks.expect(tuple(scale.shape) == want, op, "scale",
+                          lambda: f"shape (NUM_ROWS, CeilDiv(H, 64), 2) = {want} for float8 / "
+                          "float4 rows", lambda: f"shape {tuple(scale.shape)}", RuntimeError)
+            return
+        checks.expect(tuple(scale.shape) == (rows,), op, "scale",
+                      lambda: f"shape (NUM_ROWS,) = ({rows},) when quant_mode is -1",
+                      lambda: f"shape {tuple(scale.shape)}", RuntimeError)
+    elif quant_mode in (0, 7):
+        needs = "a (1,) tensor when quant_mode is " + str(quant_mode)
+        checks.expect(scale is not None, op, "scale", needs, "None", ValueError)
+        checks.expect(tuple(scale.shape) == (1,), op, "scale", needs,
                       lambda: f"shape {tuple(scale.shape)}", RuntimeError)
         if offset is not None:
             checks.expect(tuple(offset.shape) == (1,), op, "offset",
-                          "shape (1,) when quant_mode is 0",
+                          lambda: f"shape (1,) when quant_mode is {quant_mode}",
                           lambda: f"shape {tuple(offset.shape)}", RuntimeError)
-    else:
-        checks.expect(offset is None, op, "offset", "None when quant_mode is 1", "a tensor",
-                      ValueError)
+    elif quant_mode in (1, quant.INT4_MODE):
+        checks.expect(offset is None, op, "offset", lambda: f"None when quant_mode is "
+                      f"{quant_mode}", "a tensor", ValueError)
         if scale is not None:
             start, end = _expert_range(active_expert_range, expert_num)
-            ok = (scale.dim() == 2 and scale.shape[1] == hidden
-                  and scale.shape[0] in (1, end - start))
-            checks.expect(ok, op, "scale", lambda: f"shape (1, H) or (expert_end - expert_start, H)"
-                          f" = ({end - start}, {hidden}) when quant_mode is 1",
-                          lambda: f"shape {tuple(scale.shape)}", RuntimeError)
+            firsts = (1,) if quant_mode == quant.INT4_MODE else (1, end - start)
+            ok = scale.dim() == 2 and scale.shape[1] == hidden and scale.shape[0] in firsts
+            shapes = (f"(1, {hidden})" if quant_mode == quant.INT4_MODE else
+                      f"(1, H) or (expert_end - expert_start, H) = ({end - start}, {hidden})")
+            checks.expect(ok, op, "scale", lambda: f"shape {shapes} when quant_mode is "
+                          f"{quant_mode}", lambda: f"shape {tuple(scale.shape)}", RuntimeError)
+    else:
+        # MXFP8 / MXFP4 / HIF8 cast and per-token / FP8 per-block: the golden reads no scale
+        # and no offset; a float32 one is accepted and ignored.
+        checks.expect(offset is None, op, "offset", lambda: f"None when quant_mode is "
+                      f"{quant_mode}", "a tensor", ValueError)
 
 
 def _counts(expert_idx, start, end):
@@ -191,35 +233,16 @@ def _key_value(counts, start, expert_num):
     return out
 
 
-def _quantize(rows_x, quant_mode, scale, offset, row_experts, start):
-    """Quantize gathered rows; returns (int8 rows, per-row scale or None)."""
-    if quant_mode == 0:
-        # Static: the golden computes in float16, rounding after the product and the sum.
-        h = rows_x.to(torch.float16) * scale.to(torch.float16)[0]
-        if offset is not None:
-            h = h + offset.to(torch.float16)[0]
-        return qcore.saturate_int(qcore.round_values(h.to(torch.float32)), _INT8), None
-    v = rows_x.to(torch.float32)
-    if scale is not None:
-        if scale.shape[0] == 1:
-            v = v * scale
-        else:
-            which = (row_experts - start).clamp(0, scale.shape[0] - 1)
-            v = v * scale.index_select(0, which)
-    row_scale = v.abs().amax(dim=-1, keepdim=True) / 127.0
-    q = qcore.saturate_int(qcore.round_values(v / row_scale), _INT8)
-    return q, row_scale.squeeze(-1)
+def _zero_rows(t: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """``t`` (ours) with the rows where ``keep`` is False zeroed, in place; one-byte float
+    formats are filled through their bytes (0x00 is +0 in every one of them)."""
+    target = t.view(torch.uint8) if t.dtype in _ONE_BYTE_FLOATS + (torch.float8_e8m0fnu,) else t
+    target.masked_fill_(~keep.reshape(keep.shape[0], *([1] * (t.dim() - 1))), 0)
+    return t
 
 
-def _mx_quantize(rows_x, quant_mode):
-    """MXFP8 RoundScale rows: (float8 rows, float8_e8m0fnu scales (rows, even block count)).
-
-    The golden clamps the shared exponent at -127 and still scales such a block (code 0 keeps
-    the reciprocal 2**127); only an all-zero block is zeros (``code0_zeros=False``).
-    """
-    q, codes = mx.quantize(rows_x, _MX_MODES[quant_mode], scale_alg=0, code0_zeros=False)
-    codes = codes.reshape(rows_x.shape[0], -1)
-    return q, codes.view(torch.float8_e8m0fnu)
+def _as_bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.uint8) if t.dtype in _ONE_BYTE_FLOATS + (torch.float8_e8m0fnu,) else t
 
 
 def init_routing_v2_reference(x, expert_idx, *, scale=None, offset=None, active_num=-1,
@@ -259,26 +282,25 @@ def init_routing_v2_reference(x, expert_idx, *, scale=None, offset=None, active_
             expanded_row_idx = torch.full((total,), -1, dtype=torch.int64, device=dev)
             expanded_row_idx[perm] = torch.where(valid_sorted, pos, -1)
             expanded_row_idx = expanded_row_idx.to(torch.int32)
-        keep = valid_sorted[:n_out].unsqueeze(-1)
+        keep = valid_sorted[:n_out]
         source = perm[:n_out] // k
-        gathered = x.index_select(0, source)
-        if quant_mode in _MX_MODES:           # rows not routed quantize to zeros, code 0
-            q, codes = _mx_quantize(gathered.masked_fill_(~keep, 0), quant_mode)
-            return q, expanded_row_idx, tokens, codes
+        gathered = _zero_rows(x.index_select(0, source), keep)
         if quant_mode == -1:
-            expanded_x = gathered.masked_fill_(~keep, 0)    # gathered is ours: no second copy
-            if scale is not None:
-                expanded_scale = scale.index_select(0, source).masked_fill(~keep[:, 0], 0)
-            else:
-                expanded_scale = torch.zeros(n_out, dtype=torch.float32, device=dev)
-        else:
-            q, row_scale = _quantize(gathered, quant_mode, scale, offset, sorted_key[:n_out], start)
-            expanded_x = q.masked_fill_(~keep, 0)
-            if row_scale is None:             # static quant: one (unwritten) float per row
+            if scale is None:
                 expanded_scale = torch.zeros(n_out, dtype=torch.float32, device=dev)
             else:
-                expanded_scale = row_scale.masked_fill(~keep[:, 0], 0)
-        return expanded_x, expanded_row_idx, tokens, expanded_scale
+                expanded_scale = _zero_rows(scale.index_select(0, source), keep)
+                if expanded_scale.dtype == torch.float8_e8m0fnu:
+                    expanded_scale = expanded_scale.view(torch.uint8)   # the NPU's kByte buffer
+            return gathered, expanded_row_idx, tokens, expanded_scale
+        q, row_scale = quant.quantize_rows(gathered, quant_mode, scale, offset,
+                                           sorted_key[:n_out], start)
+        if quant_mode in (0, 1):   # a zero row gives the offset / 0 / 0 there: zero them
+            q = _zero_rows(q, keep)
+            row_scale = None if row_scale is None else _zero_rows(row_scale, keep)
+        if row_scale is None:      # no scale written (static, HIF8 cast / per tensor)
+            row_scale = torch.zeros(n_out, dtype=torch.float32, device=dev)
+        return q, expanded_row_idx, tokens, row_scale
 
     # drop / pad: slot e * C + rank in an (expert_num * C) buffer; a spare last slot takes the
     # dropped rows so that every write has a target and none needs a data-dependent size.
@@ -290,28 +312,37 @@ def init_routing_v2_reference(x, expert_idx, *, scale=None, offset=None, active_
     slot = torch.where(kept, sorted_key * capacity + rank, slots)
     expanded_row_idx = torch.full((total,), -1, dtype=torch.int64, device=dev)
     expanded_row_idx[perm] = torch.where(kept, slot, -1)
+    expanded_row_idx = expanded_row_idx.to(torch.int32)
     source = perm // k
     gathered = x.index_select(0, source)
     row_scale = None
-    if quant_mode in (0, 1):
-        gathered, row_scale = _quantize(gathered, quant_mode, scale, offset, sorted_key, start)
+    if quant_mode in (0, 1):       # quantized per routed row (mode 1's scale is per expert)
+        gathered, row_scale = quant.quantize_rows(gathered, quant_mode, scale, offset,
+                                                  sorted_key, start)
+    elif quant_mode == -1 and scale is not None:
+        row_scale = scale.index_select(0, source)
     buf = torch.zeros(slots + 1, hidden, dtype=gathered.dtype, device=dev)
-    buf.index_copy_(0, slot, gathered)
-    if quant_mode in _MX_MODES:               # empty slots quantize to zeros, code 0
-        q, codes = _mx_quantize(buf[:slots], quant_mode)
-        return (q.view(expert_num, capacity, hidden), expanded_row_idx.to(torch.int32), tokens,
-                codes)
-    expanded_x = buf[:slots].view(expert_num, capacity, hidden)
-    if quant_mode == 0:                       # static quant: one (unwritten) float per slot
-        expanded_scale = torch.zeros(slots, dtype=torch.float32, device=dev)
+    _as_bytes(buf).index_copy_(0, slot, _as_bytes(gathered))
+    rows_out = buf[:slots]
+    if quant_mode not in (-1, 0, 1):     # MXFP8 / HIF8: the slots, empty ones zero, quantized
+        rows_out, row_scale = quant.quantize_rows(rows_out, quant_mode, scale, offset, None,
+                                                  start)
+        if quant_mode in quant.HIF8_MODES:
+            rows_out = rows_out.view(torch.int8)     # the NPU's int8 drop / pad buffer
+        slot_scale = row_scale
     else:
-        per_row = row_scale if row_scale is not None else (
-            scale.index_select(0, source) if scale is not None else None)
-        sbuf = torch.zeros(slots + 1, dtype=torch.float32, device=dev)
-        if per_row is not None:
-            sbuf.index_copy_(0, slot, per_row.to(torch.float32))
-        expanded_scale = sbuf[:slots]
-    return expanded_x, expanded_row_idx.to(torch.int32), tokens, expanded_scale
+        slot_scale = None
+    expanded_x = rows_out.reshape(expert_num, capacity, hidden)
+    if slot_scale is None:
+        sbuf = torch.zeros(slots + 1, *(row_scale.shape[1:] if row_scale is not None else ()),
+                           dtype=row_scale.dtype if row_scale is not None else torch.float32,
+                           device=dev)
+        if row_scale is not None and quant_mode != 0:
+            _as_bytes(sbuf).index_copy_(0, slot, _as_bytes(row_scale))
+        slot_scale = sbuf[:slots]
+        if slot_scale.dtype == torch.float8_e8m0fnu:
+            slot_scale = slot_scale.view(torch.uint8)
+    return expanded_x, expanded_row_idx, tokens, slot_scale
 
 
 init_routing_v2_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_init_routing_v2,
@@ -353,36 +384,44 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
         0 cumsum, 1 count, 2 key-value ``(expert_num, 2)``.
     expert_tokens_num_flag : bool
         Whether the counts are returned (a 0-dim tensor otherwise, as op-plugin's meta).
-    quant_mode : {-1, 0, 1, 2, 3}
+    quant_mode : {-1, 0, 1, 2, 3, 6, 7, 8, 9, 11, 12, 13, 16, 17}
         -1 none, 0 static int8, 1 dynamic int8 (per row), 2 / 3 MXFP8 RoundScale to
-        float8_e5m2 / float8_e4m3fn (blocks of 32 along H; ``scale`` and ``offset`` None).
+        float8_e5m2 / float8_e4m3fn (blocks of 32 along H), 16 / 17 the same with amax at
+        least 1e-4, 6 / 7 / 8 HIF8 cast / per tensor (``scale`` (1,)) / per token, 9 MXFP4,
+        11 / 12 FP8 per block of 128, 13 INT4 dynamic (``scale`` (1, H) optional).
     active_expert_range : [expert_start, expert_end]
         Defaults to ``[0, expert_num]``.
     row_idx_type : {0, 1}
         0 gather index (``expanded_row_idx[src] = dst``, -1 for rows not routed); 1 scatter
         index (``expanded_row_idx[dst] = src``).
+    x_dtype : int, optional
+        ``torch_npu.hifloat8`` / ``torch_npu.float4_e2m1fn_x2`` for uint8 rows moved unchanged
+        (quant_mode -1), ``torch_npu.int4`` (or None) with quant_mode 13.
 
     Returns
     -------
     (expanded_x, expanded_row_idx int32 (NUM_ROWS*K,), expert_tokens int64, expanded_scale
-    float32 ``(rows of expanded_x,)`` (``(expert_num * expert_capacity,)`` with drop / pad; for
-    static quant too, zeros, as the NPU's eager op allocates it; op-plugin's meta says 0-d);
-    quant_mode 2 / 3: float8_e8m0fnu ``(rows of expanded_x, CeilAlign(CeilDiv(H, 32), 2))``, a
-    padding block's code 0)
+    float32 ``(rows of expanded_x,)`` (``(expert_num * expert_capacity,)`` with drop / pad;
+    zeros where the mode writes no scale); quant_mode 2 / 3 / 16 / 17: float8_e8m0fnu ``(rows,
+    CeilAlign(CeilDiv(H, 32), 2))``; 9: uint8 e8m0 codes ``(rows, CeilDiv(H, 64), 2)`` with
+    uint8 rows of packed float4 pairs ``(rows, H / 2)``; 11 / 12: float32 ``(rows,
+    CeilDiv(H, 256), 2)``; 13: uint8 rows of packed int4 pairs ``(rows, H / 2)``; HIF8 rows
+    are uint8 hifloat8 codes)
 
     Constraints
     -----------
     drop_pad_mode 1 needs ``expert_capacity > 0``, ``row_idx_type`` 0 and count/cumsum
-    counts.  Strict mode: A2 and A3.
+    counts.  Strict mode: A2, A3 and the 950; quant modes past 0 / 1 and low-precision
+    x_dtype inputs on the 950 only.
 
     Notes
     -----
     Seed 004 says only dropless, count/key-value and quant -1/1 are supported; op-plugin's newer
     docs and golden define drop/pad, cumsum and static quant, implemented here.  Counts in drop
     mode are taken before the capacity cut (the golden's ``bincount``).  Invalid rows and empty
-    slots are zero (undefined on the NPU).  The HIF8 (6, 7, 8), MXFP4 (9), FP8 per-block (11,
-    12), INT4 (13) and amax-clamped MXFP8 (16, 17) quant modes raise NotImplementedError (the
-    page gives no golden for them).  Inference only.
+    slots are zero (undefined on the NPU).  Where the test golden of the 950 modes ignores an
+    input (the ``scale`` of the MX, HIF8 cast / per-token and FP8 modes), it is ignored.
+    Inference only.
     """
     return init_routing_v2_op(x, expert_idx, scale=scale, offset=offset, active_num=active_num,
                               expert_capacity=expert_capacity, expert_num=expert_num,

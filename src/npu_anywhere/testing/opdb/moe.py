@@ -94,8 +94,13 @@ def _init_routing_v2() -> None:
         Sample("no_counts_int8", lambda: ((torch.ones(3, 4, dtype=torch.int8), _ids(3, 2, 4)),
                                           {"expert_num": 4})),
         # One MX sample (opcheck of the MX arithmetic costs seconds); drop/pad MX: op tests.
-        Sample("mxfp8_e4m3_active", lambda: ((_g(2, 40, dtype=torch.bfloat16), _ids(2, 2, 6)),
-                                             dict(base, active_num=3, quant_mode=3))),
+        Sample("mxfp8_e4m3_amax_active", lambda: ((_g(2, 40, dtype=torch.bfloat16),
+                                                   _ids(2, 2, 6)),
+                                                  dict(base, active_num=3, quant_mode=17))),
+        Sample("hif8_per_token", lambda: ((_g(3, 8, dtype=torch.float16), _ids(3, 2, 6)),
+                                          dict(base, quant_mode=8))),
+        Sample("int4_dynamic", lambda: ((_g(3, 8), _ids(3, 2, 6)),
+                                        dict(base, quant_mode=13, scale=_g(1, 8)))),
     ]
     e.errors += [
         ErrorSample("expert_num", lambda: ((_g(4, 8), _ids(4, 2, 4)), {}), ValueError,
@@ -103,9 +108,10 @@ def _init_routing_v2() -> None:
         ErrorSample("capacity", lambda: ((_g(4, 8), _ids(4, 2, 4)),
                                          {"expert_num": 4, "drop_pad_mode": 1}), ValueError,
                     "npu_moe_init_routing_v2: expected expert_capacity > 0"),
-        ErrorSample("hif8_quant", lambda: ((_g(4, 8), _ids(4, 2, 4)),
-                                           {"expert_num": 4, "quant_mode": 7}),
-                    NotImplementedError, "npu_moe_init_routing_v2: expected quant_mode -1, 0, 1"),
+        ErrorSample("hif8_needs_scale", lambda: ((_g(4, 8), _ids(4, 2, 4)),
+                                                 {"expert_num": 4, "quant_mode": 7}),
+                    ValueError, "npu_moe_init_routing_v2: expected scale a \\(1,\\) tensor when "
+                                "quant_mode is 7"),
         ErrorSample("scale_shape", lambda: ((_g(4, 8), _ids(4, 2, 4)),
                                             {"expert_num": 4, "scale": _g(3)}), RuntimeError,
                     "npu_moe_init_routing_v2: expected scale shape"),
