@@ -9,6 +9,9 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 
+# One pytest worker per core (pytest-xdist); TEST_WORKERS=0 runs the suite in this process.
+TEST_WORKERS ?= auto
+
 .PHONY: demo test bench venv install install-dev clean
 
 $(BIN)/python:
@@ -28,7 +31,7 @@ demo: venv
 	$(BIN)/npu-anywhere demo
 
 test: install-dev
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 bench: install
 	$(BIN)/npu-anywhere bench
