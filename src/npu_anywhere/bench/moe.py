@@ -10,7 +10,13 @@ T = 4096 tokens, E = 64 experts, top-k 8, H = 2048, float32 and bfloat16.  Conte
   ``permute`` / ``unpermute`` (masked_select of the transposed map + index_select;
   probs product + scatter_add); the padded routing-map unpermute: Megatron's
   ``unpermute(drop_and_pad=True)`` (expert-major probs gather, product, scatter_add).
-* ``reference`` / ``npu_anywhere``: the op (the reference is the only provider today).
+* ``reference``: the op's eager reference; ``npu_anywhere``: the op through its providers (the
+  gating ops' C++ stable top-k on CPU, the padded routing-map unpermute's level scatter, the
+  compiled providers where the tiering has kicked in).
+
+The gating case runs in float32 only: bfloat16 softmax values tie often over 64 experts, the
+op ranks ties by expert id after rounding (its golden), and a plain ``topk`` picks other
+experts, so the naive contender would not compute the same thing.
 
 Bytes moved: every input read once and every output written once.
 """
