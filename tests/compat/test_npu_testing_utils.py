@@ -21,11 +21,12 @@ import torch
 import npu_anywhere
 from npu_anywhere import compat, targets
 from npu_anywhere.compat import device as npu_device
-from npu_anywhere.compat.npu_testing import common_distributed, common_utils, soc
+from npu_anywhere.compat.npu_testing import common_distributed, common_utils, decorator, soc
 from npu_anywhere.compat.npu_testing.testcase import TestCase
 
 TESTING_MODULES = ("torch_npu.testing", "torch_npu.testing.testcase",
-                   "torch_npu.testing.common_utils", "torch_npu.testing.common_distributed")
+                   "torch_npu.testing.common_utils", "torch_npu.testing.common_distributed",
+                   "torch_npu.testing.decorator")
 
 
 @pytest.fixture
@@ -64,17 +65,63 @@ def test_install_registers_and_uninstall_removes_the_testing_modules(clean_env):
                                                     create_common_tensor, create_dtype_tensor,
                                                     get_npu_device)
         from torch_npu.testing.testcase import TestCase as ShimTestCase, run_tests
+        from torch_npu.testing.decorator import Dtypes, instantiate_tests
         import torch_npu
 
         assert ShimTestCase is TestCase and callable(run_tests)
         assert SupportedDevices is common_utils.SupportedDevices
         assert torch_npu.testing.testcase.TestCase is TestCase
         assert skipIfUnsupportMultiNPU is common_distributed.skipIfUnsupportMultiNPU
+        assert Dtypes is decorator.Dtypes and instantiate_tests is decorator.instantiate_tests
         assert all(callable(f) for f in (SkipIfNotGteCANNVersion, create_common_tensor,
                                          create_dtype_tensor, get_npu_device))
     finally:
         npu_anywhere.uninstall()
     assert not any(name in sys.modules for name in TESTING_MODULES)
+
+
+# -- Dtypes / Formats / instantiate_tests ------------------------------------------------------
+
+def test_instantiate_tests_makes_one_method_per_dtype_and_format():
+    seen = []
+
+    @decorator.instantiate_tests
+    class Case(TestCase):
+        @decorator.Formats(0, 29)
+        @decorator.Dtypes(torch.float, torch.half)
+        def test_op(self, device, dtype, npu_format):
+            seen.append((device, dtype, npu_format))
+
+        def test_plain(self):
+            seen.append("plain")
+
+    names = sorted(n for n in vars(Case) if n.startswith("test_"))
+    assert names == ["test_op_float16_0", "test_op_float16_29", "test_op_float32_0",
+                     "test_op_float32_29", "test_plain"]
+    result = unittest.TestResult()
+    unittest.defaultTestLoader.loadTestsFromTestCase(Case).run(result)
+    assert result.wasSuccessful() and result.testsRun == 5
+    assert {s for s in seen if s != "plain"} == {
+        ("npu", d, f) for d in (torch.float, torch.half) for f in (0, 29)}
+    assert Case.test_op_float32_0.__wrapped__.dtypes == (torch.float, torch.half)
+
+
+def test_dtypes_refuses_what_is_not_a_dtype():
+    with pytest.raises(TypeError, match="Dtypes: expected torch dtypes, but got \\['float'\\]"):
+        decorator.Dtypes(torch.float, "float")
+    with pytest.raises(ValueError, match="Dtypes: expected at least one dtype"):
+        decorator.Dtypes()
+
+    @decorator.Dtypes(torch.float)
+    def test_two(self, dtype, src_dtype):
+        pass
+
+    class Holder(TestCase):
+        pass
+    Holder.test_two = test_two
+    with pytest.raises(TypeError, match="expected one parameter naming 'dtype'"):
+        decorator.instantiate_tests(Holder)
+    assert decorator.graph_mode(lambda a: a + 1)(1) == 2
 
 
 # -- devices and inputs ---------------------------------------------------------------------

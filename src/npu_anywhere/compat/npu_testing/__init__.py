@@ -1,5 +1,6 @@
 """``torch_npu.testing`` for the shim: the test scaffolding torch_npu's docs and op-plugin's
-tests import (``TestCase``/``run_tests``, ``create_common_tensor``, ``SupportedDevices``...).
+tests import (``TestCase``/``run_tests``, ``create_common_tensor``, ``SupportedDevices``, the
+``Dtypes`` / ``instantiate_tests`` parametrization...).
 
 :func:`register` puts the submodules into ``sys.modules`` under their torch_npu names when
 :func:`npu_anywhere.install` builds the ``torch_npu`` shim; :func:`unregister` takes them out.
@@ -20,6 +21,7 @@ SUBMODULES = {
     "torch_npu.testing.testcase": "testcase",
     "torch_npu.testing.common_utils": "common_utils",
     "torch_npu.testing.common_distributed": "common_distributed",
+    "torch_npu.testing.decorator": "decorator",
 }
 
 
