@@ -9,8 +9,22 @@ positions; outputs are cast to int32 once at the end.
 from __future__ import annotations
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
 from ... import checks
+
+
+def all_true_in_eager(mask: torch.Tensor) -> bool:
+    """Whether ``mask`` is known, without tracing, to be all True.
+
+    An eager call may skip a masking pass over a large output when nothing is masked (about a
+    fifth of npu_moe_init_routing_v2's time on 4096 x 8 rows of 2048); under FakeTensor, a
+    trace or torch.compile the values are unknown (and a compiled graph fuses the mask into
+    the gather anyway), so the pass stays.
+    """
+    if torch.compiler.is_compiling() or is_fake(mask):
+        return False
+    return bool(mask.all())
 
 
 def stable_sort(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -41,7 +41,7 @@ from ... import checks, dtypes, targets
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from . import init_routing_v2_quant as quant
-from ._routing import FLOAT_DTYPES, expect_int32_ids, stable_sort
+from ._routing import FLOAT_DTYPES, all_true_in_eager, expect_int32_ids, stable_sort
 
 OP = "npu_moe_init_routing_v2"
 SCHEMA = ("npu_moe_init_routing_v2(Tensor x, Tensor expert_idx, *, Tensor? scale=None, "
@@ -236,6 +236,8 @@ def _key_value(counts, start, expert_num):
 def _zero_rows(t: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     """``t`` (ours) with the rows where ``keep`` is False zeroed, in place; one-byte float
     formats are filled through their bytes (0x00 is +0 in every one of them)."""
+    if all_true_in_eager(keep):
+        return t
     target = t.view(torch.uint8) if t.dtype in _ONE_BYTE_FLOATS + (torch.float8_e8m0fnu,) else t
     target.masked_fill_(~keep.reshape(keep.shape[0], *([1] * (t.dim() - 1))), 0)
     return t
