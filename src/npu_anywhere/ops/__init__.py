@@ -22,5 +22,10 @@ for _family in sorted(m.name for m in pkgutil.iter_modules(__path__) if m.ispkg)
     TORCH_NPU_FUNCTIONS.update(getattr(_module, "TORCH_NPU_FUNCTIONS", {}))
     CANN_FUNCTIONS.update(getattr(_module, "CANN_FUNCTIONS", {}))
 
+# torch.ops.custom.<op> for the ops seed 004 writes as ``custom.<op>(...)``
+from .. import custom_namespace as _custom_namespace  # noqa: E402  (needs the ops above)
+
+_custom_namespace.register()
+
 globals().update(CANN_FUNCTIONS)
 __all__ = sorted(CANN_FUNCTIONS)
