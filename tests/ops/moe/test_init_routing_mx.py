@@ -46,9 +46,10 @@ def _bf16_cut(v: float) -> float:
     return float(bits.view(torch.float32))
 
 
-def mx_golden(rows: torch.Tensor, quant_mode: int, src_dtype=torch.float32):
-    """(float64 element values, uint8 e8m0 codes (rows, even blocks)) of the test golden."""
-    _, ebits, mbits, max_norm = FORMATS[quant_mode]
+def _blockwise(rows: torch.Tensor, fmt, exponent_of):
+    """(float64 element values, uint8 codes (rows, even blocks)): each block of 32 scaled by
+    ``2^exponent_of(block)`` (None: a zero block, code 0), its elements put on ``fmt``'s grid."""
+    _, ebits, mbits, max_norm = fmt
     n, h = rows.shape
     blocks = math.ceil(h / 32)
     values = torch.zeros(n, h, dtype=torch.float64)
@@ -56,16 +57,9 @@ def mx_golden(rows: torch.Tensor, quant_mode: int, src_dtype=torch.float32):
     for r in range(n):
         for b in range(blocks):
             block = rows[r, 32 * b:32 * (b + 1)].double().tolist()
-            probe = [_bf16_cut(v) for v in block] if src_dtype == torch.float16 else block
-            amax = max(abs(v) for v in probe)
-            if quant_mode in (16, 17):
-                amax = max(amax, _f32(1e-4))
-            if amax == 0:
-                continue                               # zeros, code 0
-            quotient = _f32(amax / max_norm)
-            m, e = math.frexp(quotient)                # quotient = m * 2^e, m in [0.5, 1)
-            exp = e - 1 if m == 0.5 else e             # the power of two at or above it
-            exp = max(exp, -126)
+            exp = exponent_of(block)
+            if exp is None:
+                continue
             codes[r, b] = exp + 127
             for j, v in enumerate(block):
                 values[r, 32 * b + j] = _round_to_grid(v * 2.0 ** -exp, ebits, mbits,
@@ -73,25 +67,31 @@ def mx_golden(rows: torch.Tensor, quant_mode: int, src_dtype=torch.float32):
     return values, codes
 
 
+def mx_golden(rows: torch.Tensor, quant_mode: int, src_dtype=torch.float32):
+    """The MXFP8 RoundScale golden: (float64 element values, uint8 e8m0 codes)."""
+    max_norm = FORMATS[quant_mode][3]
+
+    def exponent(block):
+        probe = [_bf16_cut(v) for v in block] if src_dtype == torch.float16 else block
+        amax = max(abs(v) for v in probe)
+        if quant_mode in (16, 17):
+            amax = max(amax, _f32(1e-4))
+        if amax == 0:
+            return None
+        m, e = math.frexp(_f32(amax / max_norm))    # quotient = m * 2^e, m in [0.5, 1)
+        return max(e - 1 if m == 0.5 else e, -126)  # the power of two at or above it
+
+    return _blockwise(rows, FORMATS[quant_mode], exponent)
+
+
 def mxfp4_golden(rows: torch.Tensor):
-    """(float64 element values, uint8 codes (rows, blocks / 2, 2)) of the e2m1 golden."""
-    _, ebits, mbits, max_norm = E2M1
-    n, h = rows.shape
-    blocks = math.ceil(h / 32)
-    values = torch.zeros(n, h, dtype=torch.float64)
-    codes = torch.zeros(n, blocks + blocks % 2, dtype=torch.uint8)
-    for r in range(n):
-        for b in range(blocks):
-            block = rows[r, 32 * b:32 * (b + 1)].double().tolist()
-            amax = max(abs(v) for v in block)
-            if amax == 0:
-                continue
-            share = max(math.floor(math.log2(amax)) - 2, -127)
-            codes[r, b] = share + 127
-            for j, v in enumerate(block):
-                values[r, 32 * b + j] = _round_to_grid(v / 2.0 ** share, ebits, mbits,
-                                                       max_norm) * 2.0 ** share
-    return values, codes.reshape(n, -1, 2)
+    """The e2m1 golden: (float64 element values, uint8 codes (rows, blocks / 2, 2))."""
+    def exponent(block):
+        amax = max(abs(v) for v in block)
+        return None if amax == 0 else max(math.floor(math.log2(amax)) - 2, -127)
+
+    values, codes = _blockwise(rows, E2M1, exponent)
+    return values, codes.reshape(rows.shape[0], -1, 2)
 
 
 E2M1_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
