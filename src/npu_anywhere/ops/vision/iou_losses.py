@@ -169,52 +169,38 @@ def _grads_fake(kind, grad, bboxes, gtboxes, trans, is_cross, mode):
     return (bboxes.new_empty(bboxes.shape, dtype=dt), gtboxes.new_empty(gtboxes.shape, dtype=dt))
 
 
-# -- GIoU --------------------------------------------------------------------------------------
+# -- GIoU and DIoU (same signature, same product rules) -----------------------------------------
 
-def check_giou(self, gtboxes, trans=False, is_cross=False, mode=0):
-    _check_forward(GIOU, self, gtboxes, trans, is_cross, mode)
-    targets.expect_supported(GIOU, targets.PRE_950)
+def _define_with_backward(kind, schema, schema_backward):
+    """The forward op of ``kind`` and its public backward op."""
+    backward = f"{kind}_backward"
 
+    def check(self, gtboxes, trans=False, is_cross=False, mode=0):
+        _check_forward(kind, self, gtboxes, trans, is_cross, mode)
+        targets.expect_supported(kind, targets.PRE_950)
 
-def check_giou_backward(grad, bboxes, gtboxes, trans=False, is_cross=False, mode=0):
-    _check_backward("npu_giou_backward", grad, bboxes, gtboxes, trans, is_cross, mode, GIOU)
+    def check_backward(grad, bboxes, gtboxes, trans=False, is_cross=False, mode=0):
+        _check_backward(backward, grad, bboxes, gtboxes, trans, is_cross, mode, kind)
 
+    def reference(self, gtboxes, trans=False, is_cross=False, mode=0):
+        return _forward(kind, self, gtboxes, trans, is_cross, mode)
 
-giou_op = NpuOp(SCHEMA_GIOU, namespace=TORCH_NPU_NS, check=check_giou,
-                reference=lambda self, gtboxes, trans=False, is_cross=False, mode=0:
-                _forward(GIOU, self, gtboxes, trans, is_cross, mode),
-                metadata_check=True, info=OpInfo(api="torch_npu"))
-giou_backward_op = NpuOp(
-    SCHEMA_GIOU_BW, namespace=TORCH_NPU_NS, check=check_giou_backward,
-    reference=lambda grad, bboxes, gtboxes, trans=False, is_cross=False, mode=0:
-    _grads(GIOU, grad, bboxes, gtboxes, trans, is_cross, mode),
-    fake=lambda grad, bboxes, gtboxes, trans=False, is_cross=False, mode=0:
-    _grads_fake(GIOU, grad, bboxes, gtboxes, trans, is_cross, mode),
-    metadata_check=True, info=OpInfo(api="torch_npu", backward_of=GIOU))
+    def reference_backward(grad, bboxes, gtboxes, trans=False, is_cross=False, mode=0):
+        return _grads(kind, grad, bboxes, gtboxes, trans, is_cross, mode)
 
-# -- DIoU --------------------------------------------------------------------------------------
+    def fake_backward(grad, bboxes, gtboxes, trans=False, is_cross=False, mode=0):
+        return _grads_fake(kind, grad, bboxes, gtboxes, trans, is_cross, mode)
 
-
-def check_diou(self, gtboxes, trans=False, is_cross=False, mode=0):
-    _check_forward(DIOU, self, gtboxes, trans, is_cross, mode)
-    targets.expect_supported(DIOU, targets.PRE_950)
-
-
-def check_diou_backward(grad, bboxes, gtboxes, trans=False, is_cross=False, mode=0):
-    _check_backward("npu_diou_backward", grad, bboxes, gtboxes, trans, is_cross, mode, DIOU)
+    forward_op = NpuOp(schema, namespace=TORCH_NPU_NS, check=check, reference=reference,
+                       metadata_check=True, info=OpInfo(api="torch_npu"))
+    backward_op = NpuOp(schema_backward, namespace=TORCH_NPU_NS, check=check_backward,
+                        reference=reference_backward, fake=fake_backward, metadata_check=True,
+                        info=OpInfo(api="torch_npu", backward_of=kind))
+    return forward_op, backward_op
 
 
-diou_op = NpuOp(SCHEMA_DIOU, namespace=TORCH_NPU_NS, check=check_diou,
-                reference=lambda self, gtboxes, trans=False, is_cross=False, mode=0:
-                _forward(DIOU, self, gtboxes, trans, is_cross, mode),
-                metadata_check=True, info=OpInfo(api="torch_npu"))
-diou_backward_op = NpuOp(
-    SCHEMA_DIOU_BW, namespace=TORCH_NPU_NS, check=check_diou_backward,
-    reference=lambda grad, bboxes, gtboxes, trans=False, is_cross=False, mode=0:
-    _grads(DIOU, grad, bboxes, gtboxes, trans, is_cross, mode),
-    fake=lambda grad, bboxes, gtboxes, trans=False, is_cross=False, mode=0:
-    _grads_fake(DIOU, grad, bboxes, gtboxes, trans, is_cross, mode),
-    metadata_check=True, info=OpInfo(api="torch_npu", backward_of=DIOU))
+giou_op, giou_backward_op = _define_with_backward(GIOU, SCHEMA_GIOU, SCHEMA_GIOU_BW)
+diou_op, diou_backward_op = _define_with_backward(DIOU, SCHEMA_DIOU, SCHEMA_DIOU_BW)
 
 # -- CIoU --------------------------------------------------------------------------------------
 
@@ -319,8 +305,8 @@ _COMMON_DOC = """
     Parameters
     ----------
     self : Tensor
-        ``(4, n)`` boxes, float16 or float32 (float64 accepted too); rows x1, y1, x2, y2, or
-        x, y, w, h when ``trans``.
+        ``(4, n)`` boxes, float16 or float32 (float64 accepted outside strict mode); rows
+        x1, y1, x2, y2, or x, y, w, h when ``trans``.
     gtboxes : Tensor
         ``(4, m)`` ground-truth boxes, same layout; ``m == n`` unless ``is_cross``.
     trans : bool
@@ -348,13 +334,20 @@ def npu_giou(self, gtboxes, trans=False, is_cross=False, mode=0):
     Constraints
     -----------
     The backward (``npu_giou_backward``) exists only for ``trans=True, is_cross=False,
-    mode=0``; other settings raise when a gradient is requested.
+    mode=0``; other settings raise when a gradient is requested.  Atlas training /
+    inference / A2 / A3 series (not Ascend 950, strict mode).
 
     Notes
     -----
     The NPU wrapper (GiouKernelNpu.cpp) refuses every forward but ``trans=True, is_cross=False,
     mode=0``; here the other settings compute the golden's formula.  IoF mode is not covered
     by any op-plugin golden: it divides by the ground-truth area, as the Iou kernel's IoF does.
+
+    Examples
+    --------
+    >>> box = torch.tensor([[1.], [1.], [2.], [2.]])          # centre (1, 1), 2 x 2
+    >>> npu_anywhere.npu_giou(box, box + torch.tensor([[1.], [0], [0], [0]]), trans=True)
+    tensor([[0.3333]])
     """
     return giou_op(self, gtboxes, trans, is_cross, mode)
 
@@ -385,6 +378,17 @@ def npu_diou(self, gtboxes, trans=False, is_cross=False, mode=0):
     Constraints
     -----------
     Backward (``npu_diou_backward``) only for ``trans=True, is_cross=False, mode=0`` (seed 004).
+    Atlas training / inference / A2 / A3 series (not Ascend 950, strict mode).
+
+    Notes
+    -----
+    Source: op-plugin DiouKernelNpu.cpp (layout, float16 handling) and the golden of
+    test/test_base_ops/test_npu_diou.py (formula, eps placement).
+
+    Examples
+    --------
+    >>> box = torch.tensor([[1.], [1.], [2.], [2.]])
+    >>> npu_anywhere.npu_diou(box, box, trans=True)           # tensor([[1.]])
     """
     return diou_op(self, gtboxes, trans, is_cross, mode)
 
@@ -416,13 +420,24 @@ def npu_ciou(self, gtboxes, trans=False, is_cross=True, mode=0, atan_sub_flag=Fa
 
     Constraints
     -----------
-    Backward only for ``trans=True, is_cross=False, mode=0`` (seed 004).
+    Backward only for ``trans=True, is_cross=False, mode=0`` (seed 004).  Ascend 950
+    (strict mode): ``is_cross=False`` only, a multiple of 1024 boxes, and no backward
+    (CiouKernelNpuOpApi.cpp, the op-plugin doc).
 
     Notes
     -----
-    The backward treats ``alpha`` as a constant (the usual CIoU-loss convention, YOLOv5 /
-    mmdet).  op-plugin's test_ciou_backward.py golden, which is skipped upstream, also holds
-    ``rho2 / c2`` constant; the CIoUGrad kernel source is not public, so this is unverified.
+    Sources: op-plugin CiouKernelNpu.cpp / CiouKernelNpuOpApi.cpp (layout, dtypes) and the
+    golden of test/test_base_ops/test_ciou.py.  The backward treats ``alpha`` as a constant
+    (the usual convention of CIoU losses).  op-plugin's test_ciou_backward.py golden, which
+    is skipped upstream, also holds ``rho2 / c2`` constant (unlike its DIoU backward golden);
+    the CIoUGrad kernel source is not public, so this choice is unverified.
+    ``torch.ops.npu._npu_ciou`` returns ``(ciou, atan_sub)``, the pair derivatives.yaml
+    differentiates.
+
+    Examples
+    --------
+    >>> b = torch.tensor([[1.], [1.], [2.], [2.]], requires_grad=True)
+    >>> npu_anywhere.npu_ciou(b, b.detach() + 0.5, trans=True, is_cross=False).sum().backward()
     """
     return ciou_op(self, gtboxes, trans, is_cross, mode, atan_sub_flag)
 
