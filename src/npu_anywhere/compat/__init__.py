@@ -125,6 +125,7 @@ def install(*, claim_npu: bool | None = None, device_strings_enabled: bool = Tru
     torch_npu.contrib = shim.make_contrib()
     register_module("torch_npu", torch_npu)
     register_module("torch_npu.contrib", torch_npu.contrib)
+    register_module("torch_npu.contrib.function", torch_npu.contrib.function)
     register_module("torch_npu._C", torch_npu._C)
     for name in ("torch_npu.npu", "torch.npu"):
         register_module(name, npu)

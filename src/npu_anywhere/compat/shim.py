@@ -73,8 +73,16 @@ def make_torch_npu(device_module: types.ModuleType) -> types.ModuleType:
 
 def make_contrib() -> types.ModuleType:
     module = types.ModuleType("torch_npu.contrib", "torch_npu.contrib (npu_anywhere shim): "
-                              "transfer_to_npu.")
+                              "transfer_to_npu and the box-overlap helpers.")
     module.__path__ = []
+    # The box-overlap helpers live in torch_npu.contrib.function and are re-exported by
+    # torch_npu.contrib (the docs call them both ways).
+    from ..ops.vision.iou_contrib import CONTRIB_FUNCTIONS
+    module.function = types.ModuleType("torch_npu.contrib.function",
+                                       "torch_npu.contrib.function (npu_anywhere shim)")
+    for name, fn in CONTRIB_FUNCTIONS.items():
+        setattr(module.function, name, fn)
+        setattr(module, name, fn)
 
     def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'torch_npu.contrib' (npu_anywhere shim) has no "

@@ -430,7 +430,9 @@ def npu_ciou(self, gtboxes, trans=False, is_cross=True, mode=0, atan_sub_flag=Fa
     golden of test/test_base_ops/test_ciou.py.  The backward treats ``alpha`` as a constant
     (the usual convention of CIoU losses).  op-plugin's test_ciou_backward.py golden, which
     is skipped upstream, also holds ``rho2 / c2`` constant (unlike its DIoU backward golden);
-    the CIoUGrad kernel source is not public, so this choice is unverified.
+    the CIoUGrad kernel source is not public, so this choice is unverified.  As in that
+    golden formula, a pair of identical boxes gives ``alpha = 0 / 0`` in float32 (the 1e-9
+    eps vanishes next to 1), so its CIoU is NaN.
     ``torch.ops.npu._npu_ciou`` returns ``(ciou, atan_sub)``, the pair derivatives.yaml
     differentiates.
 
