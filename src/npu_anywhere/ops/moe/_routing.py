@@ -12,6 +12,7 @@ import torch
 from torch._subclasses.fake_tensor import is_fake
 
 from ... import checks
+from ...kernels.cpu_memory import empty_huge
 
 
 def all_true_in_eager(mask: torch.Tensor) -> bool:
@@ -25,6 +26,47 @@ def all_true_in_eager(mask: torch.Tensor) -> bool:
     if torch.compiler.is_compiling() or is_fake(mask):
         return False
     return bool(mask.all())
+
+
+def weighted_row_sum(table: torch.Tensor, idx: torch.Tensor, skip: torch.Tensor | None,
+                     weights: torch.Tensor | None, ct: torch.dtype) -> torch.Tensor:
+    """``out[n] = sum_k weights[n, k] * table[idx[n, k]]`` in ``ct``, k ascending (the kernels'
+    order), an entry where ``skip`` is True adding 0; ``idx`` must be valid rows everywhere.
+
+    One gathered ``(N, H)`` slice per k, each rounded to ``ct``, weighted, then added: the loop
+    a compiled provider fuses into one pass that reads each table row once.  Eager CPU calls
+    gather every slice into the same two scratch buffers (a fresh slice per k is a fresh
+    mmap whose page faults cost more than the copy) and write the sum into huge pages
+    (:mod:`...kernels.cpu_memory`); the arithmetic is the same.
+    """
+    n, k = idx.shape
+    hidden = table.shape[1]
+    if k == 0:
+        return table.new_zeros((n, hidden), dtype=ct)
+
+    def weigh(term, j):
+        if skip is not None:
+            term = term.masked_fill_(skip[:, j:j + 1], 0)
+        return term if weights is None else term.mul_(weights[:, j:j + 1])
+
+    if torch.compiler.is_compiling() or is_fake(table):
+        total = weigh(table.index_select(0, idx[:, 0]).to(ct), 0)
+        for j in range(1, k):
+            total = total.add_(weigh(table.index_select(0, idx[:, j]).to(ct), j))
+        return total
+    total = empty_huge((n, hidden), dtype=ct, like=table)
+    term = torch.empty_like(total) if k > 1 else None
+    narrow = None if table.dtype == ct else table.new_empty((n, hidden))
+    for j in range(k):
+        into = total if j == 0 else term
+        if narrow is None:
+            torch.index_select(table, 0, idx[:, j], out=into)
+        else:
+            into.copy_(torch.index_select(table, 0, idx[:, j], out=narrow))
+        weigh(into, j)
+        if j:
+            total.add_(term)
+    return total
 
 
 def stable_sort(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

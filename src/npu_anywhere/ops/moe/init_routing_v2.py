@@ -38,6 +38,7 @@ from __future__ import annotations
 import torch
 
 from ... import checks, dtypes, targets
+from ...kernels.cpu_memory import gather_rows
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from . import init_routing_v2_quant as quant
@@ -286,7 +287,7 @@ def init_routing_v2_reference(x, expert_idx, *, scale=None, offset=None, active_
             expanded_row_idx = expanded_row_idx.to(torch.int32)
         keep = valid_sorted[:n_out]
         source = perm[:n_out] // k
-        gathered = _zero_rows(x.index_select(0, source), keep)
+        gathered = _zero_rows(gather_rows(x, source), keep)
         if quant_mode == -1:
             if scale is None:
                 expanded_scale = torch.zeros(n_out, dtype=torch.float32, device=dev)

@@ -22,9 +22,11 @@ import torch
 
 from ... import checks, targets
 from ...kernels import compiled
+from ...kernels.cpu_memory import gather_rows
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
-from ._routing import compute_dtype, expect_float, inverse_permutation, stable_sort
+from ._routing import (compute_dtype, expect_float, inverse_permutation, stable_sort,
+                       weighted_row_sum)
 
 PERMUTE = "npu_moe_token_permute"
 PERMUTE_SCHEMA = ("npu_moe_token_permute(Tensor tokens, Tensor indices, int? num_out_tokens=None, "
@@ -107,7 +109,7 @@ def permute_reference(tokens, indices, num_out_tokens=None, padded_mode=False):
     k = _topk(indices)
     _, perm = stable_sort(indices.reshape(-1).to(torch.int64))
     rows = _out_rows(num_out_tokens, perm.numel())
-    permuted = tokens.index_select(0, perm[:rows] // k)
+    permuted = gather_rows(tokens, perm[:rows] // k)
     return permuted, inverse_permutation(perm).to(torch.int32)
 
 
@@ -174,22 +176,14 @@ def unpermute_reference(permuted_tokens, sorted_indices, probs=None, padded_mode
     weights = None if probs is None else probs.to(ct)
     if rows == 0 or k == 0:                  # every choice dropped: nothing to add
         return permuted_tokens.new_zeros((idx.shape[0], hidden))
-    # One gathered (N, H) slice per k, summed in k order: no (N, K, H) temporary (nor a
-    # widened copy of the table), and the loop the compiled provider fuses into one pass that
-    # reads each permuted row once and writes each output row once.
+    # One gathered (N, H) slice per k, summed in k order (:func:`weighted_row_sum`): no
+    # (N, K, H) temporary, nor a widened copy of the table.
     valid = (idx >= 0) & (idx < rows)                       # False: a dropped choice adds 0
     # Eager calls skip the masking pass when nothing was dropped (a compiled graph cannot
     # branch on data, and there the mask fuses into the same loop for free).
     masked = torch.compiler.is_compiling() or not bool(valid.all())
-    safe = idx.clamp(0, rows - 1)
-    total = None
-    for j in range(k):
-        term = permuted_tokens.index_select(0, safe[:, j]).to(ct)
-        if masked:
-            term = term.masked_fill(~valid[:, j:j + 1], 0)
-        if weights is not None:
-            term = term.mul_(weights[:, j:j + 1])       # in place: one fresh (N, H) per k
-        total = term if total is None else total.add_(term)
+    total = weighted_row_sum(permuted_tokens, idx.clamp(0, rows - 1),
+                             ~valid if masked else None, weights, ct)
     return total.to(permuted_tokens.dtype)
 
 

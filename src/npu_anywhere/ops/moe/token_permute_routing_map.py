@@ -30,6 +30,7 @@ from __future__ import annotations
 import torch
 
 from ... import checks, targets
+from ...kernels.cpu_memory import gather_rows
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from ._routing import compute_dtype, expect_float, inverse_permutation, stable_sort
@@ -149,7 +150,7 @@ def permute_reference(tokens, routing_map, *, probs=None, num_out_tokens=None,
         token_ids = slots.reshape(-1)
         permuted_probs = (_empty_probs(tokens) if probs is None
                           else probs.t().gather(1, slots).reshape(-1))
-        return tokens.index_select(0, token_ids), permuted_probs, token_ids.to(torch.int32)
+        return gather_rows(tokens, token_ids), permuted_probs, token_ids.to(torch.int32)
     k = n // t
     if k == 0:
         # No rows asked for: the kernel writes nothing and reads no map row counts.
@@ -161,7 +162,7 @@ def permute_reference(tokens, routing_map, *, probs=None, num_out_tokens=None,
     # with a stable sort gives the expert-major rows (tokens ascending within an expert).
     experts = mask.nonzero()[:, 1]
     _, perm = stable_sort(experts)
-    permuted_tokens = tokens.index_select(0, perm // k)
+    permuted_tokens = gather_rows(tokens, perm // k)
     permuted_probs = _empty_probs(tokens) if probs is None else probs[mask][perm]
     return permuted_tokens, permuted_probs, inverse_permutation(perm).to(torch.int32)
 

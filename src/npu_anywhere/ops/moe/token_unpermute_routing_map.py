@@ -32,7 +32,7 @@ from ... import checks, targets
 from ...kernels import compiled
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
-from ._routing import compute_dtype, expect_float
+from ._routing import compute_dtype, expect_float, weighted_row_sum
 
 OP = "npu_moe_token_unpermute_with_routing_map"
 _ARGS = ("(Tensor permuted_tokens, Tensor sorted_indices, int[] restore_shape, *, "
@@ -163,28 +163,15 @@ def slot_weights(probs, routing_map, k):
 
 
 def _unpermute_topk(permuted_tokens, sorted_indices, tokens_num, probs, routing_map):
-    hidden = permuted_tokens.shape[1]
     ct = compute_dtype(permuted_tokens.dtype)
     k = sorted_indices.shape[0] // tokens_num
     idx = sorted_indices.to(torch.int64).view(tokens_num, k)
     weights = None if probs is None else slot_weights(probs, routing_map, k)[0].to(ct)
-    # One (T, H) gathered slice per k, accumulated in k order: the kernel's order, and a loop
-    # the compiled provider fuses into one pass that reads each permuted row once.
-    unused = idx < 0                                            # -1: an unused slot adds 0
     # Eager calls skip the masking pass when every slot is used (a compiled graph cannot
     # branch on data; there the mask fuses into the same loop for free).
-    masked = torch.compiler.is_compiling() or bool(unused.any())
-    safe = idx.clamp(min=0)
-    total = None
-    for j in range(k):
-        term = permuted_tokens.index_select(0, safe[:, j]).to(ct)
-        if masked:
-            term = term.masked_fill(unused[:, j:j + 1], 0)
-        if weights is not None:
-            term = term.mul_(weights[:, j:j + 1])       # in place: one fresh (T, H) per k
-        total = term if total is None else total.add_(term)
-    if total is None:
-        total = permuted_tokens.new_zeros((tokens_num, hidden), dtype=ct)
+    unused = idx < 0                                            # -1: an unused slot adds 0
+    skip = unused if torch.compiler.is_compiling() or bool(unused.any()) else None
+    total = weighted_row_sum(permuted_tokens, idx.clamp(min=0), skip, weights, ct)
     return total.to(permuted_tokens.dtype), weights
 
 
