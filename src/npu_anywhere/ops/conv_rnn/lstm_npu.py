@@ -236,7 +236,7 @@ def lstm_npu_backward_reference(grad_y, grad_hy, grad_cy, input, hx, params, i, 
             dparams[base + 1] = dw_h.t().to(params[base + 1].dtype)
             if lay.per_cell == 4:
                 dparams[base + 2] = db.to(params[base + 2].dtype)
-                dparams[base + 3] = db.to(params[base + 3].dtype)
+                dparams[base + 3] = db.to(params[base + 3].dtype).clone()   # no aliasing
         dy = d_in
     dx = lay.restore(dy, True).to(dt)
     return dx, [torch.stack(dh0).to(dt), torch.stack(dc0).to(dt)], dparams
@@ -281,8 +281,10 @@ class _LstmNpuFunction(torch.autograd.Function):
 def _lstm_npu_autograd(input, hx, params, has_biases, num_layers, dropout, train,
                        bidirectional, *, batch_first=False, batch_sizes=None):
     flags = (has_biases, num_layers, dropout, train, bidirectional)
+    # a malformed call (None, not a tensor) goes on to the schema's and the check's errors
     wants = torch.is_grad_enabled() and any(
-        t.requires_grad for t in (input, *hx, *params))
+        isinstance(t, torch.Tensor) and t.requires_grad
+        for t in (input, *(hx or ()), *(params or ())))
     if not wants:
         with torch._C._AutoDispatchBelowAutograd():
             return lstm_npu_op.overload(input, hx, params, *flags, batch_first=batch_first,
