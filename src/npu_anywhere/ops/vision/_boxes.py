@@ -57,10 +57,10 @@ _REL_TOL = 1e-5
 
 
 def _frame(box):
-    """(cx, cy, half_w, half_h, cos, sin) of ``(..., 5)`` rotated boxes."""
-    cx, cy, w, h, theta_deg = box.unbind(-1)
-    theta = torch.deg2rad(theta_deg)
-    return cx, cy, w / 2, h / 2, torch.cos(theta), torch.sin(theta)
+    """(cx, cy, half_w, half_h, cos, sin) of ``(..., 5)`` rotated boxes, each ``(..., 1)``."""
+    theta = torch.deg2rad(box[..., 4:5])
+    return (box[..., 0:1], box[..., 1:2], box[..., 2:3] / 2, box[..., 3:4] / 2,
+            torch.cos(theta), torch.sin(theta))
 
 
 def rotated_corners(box):
@@ -71,7 +71,7 @@ def rotated_corners(box):
 
 
 def _corners(frame):
-    cx, cy, hw, hh, cos, sin = (t[..., None] for t in frame)
+    cx, cy, hw, hh, cos, sin = frame
     sx = torch.tensor([-1.0, 1.0, 1.0, -1.0], dtype=hw.dtype, device=hw.device)
     sy = torch.tensor([-1.0, -1.0, 1.0, 1.0], dtype=hw.dtype, device=hw.device)
     dx, dy = hw * sx, hh * sy           # offsets along the box's own axes
@@ -80,7 +80,7 @@ def _corners(frame):
 
 def _inside(points, frame):
     """Whether each of ``points`` (..., P, 2) lies in the box of ``frame`` (one per row)."""
-    cx, cy, hw, hh, cos, sin = (t[..., None] for t in frame)
+    cx, cy, hw, hh, cos, sin = frame
     dx, dy = points[..., 0] - cx, points[..., 1] - cy
     u = dx * cos + dy * sin              # coordinates along the box's own axes
     v = dy * cos - dx * sin
