@@ -161,6 +161,11 @@ def test_bad_inputs_and_product_rules():
             getattr(npu_anywhere, f"npu_{kind}_backward")(*args, trans=True, is_cross=True)
     with pytest.raises(ValueError, match="npu_diou_backward: expected grad the forward"):
         npu_anywhere.npu_diou_backward(torch.ones(3, 1), ok, ok, True, False, 0)
+    with npu_anywhere.strict("A2"):
+        assert npu_anywhere.npu_giou(ok, ok, True, False, 0).shape == (3, 1)
+        with pytest.raises(ValueError, match="npu_giou: expected trans, is_cross, mode trans="):
+            npu_anywhere.npu_giou(ok, ok, False, False, 0)
+        assert npu_anywhere.npu_diou(ok, ok, False, True, 1).shape == (3, 3)
     with npu_anywhere.strict("950"):
         big = _xywh(1024, 0)
         assert npu_anywhere.npu_ciou(big, big, True, False, 0).shape == (1, 1024)

@@ -82,11 +82,15 @@ def _check_forward(op, boxes, gtboxes, trans, is_cross, mode, bname="self"):
     checks.expect_same_device({bname: boxes, "gtboxes": gtboxes}, op)
 
 
+def _expect_backward_setting(op, trans, is_cross, mode, what):
+    checks.expect(bool(trans) and not is_cross and mode == 0, op, "trans, is_cross, mode",
+                  f"trans=True, is_cross=False, mode=0 ({what})",
+                  f"trans={trans}, is_cross={is_cross}, mode={mode}", ValueError)
+
+
 def _check_backward(op, grad, bboxes, gtboxes, trans, is_cross, mode, kind):
     _check_forward(op, bboxes, gtboxes, trans, is_cross, mode, bname="bboxes")
-    checks.expect(bool(trans) and not is_cross and mode == 0, op, "trans, is_cross, mode",
-                  "trans=True, is_cross=False, mode=0 (the only backward torch_npu has)",
-                  f"trans={trans}, is_cross={is_cross}, mode={mode}", ValueError)
+    _expect_backward_setting(op, trans, is_cross, mode, "the only backward torch_npu has")
     want = _out_shape(kind, bboxes.shape[1], gtboxes.shape[1], is_cross)
     checks.expect_dtype(grad, float_dtypes(), op, "grad")
     checks.expect(tuple(grad.shape) == want, op, "grad", f"the forward output's shape {want}",
@@ -178,6 +182,11 @@ def _define_with_backward(kind, schema, schema_backward):
     def check(self, gtboxes, trans=False, is_cross=False, mode=0):
         _check_forward(kind, self, gtboxes, trans, is_cross, mode)
         targets.expect_supported(kind, targets.PRE_950)
+        if kind == GIOU and targets.current() is not None:
+            # GiouKernelNpu.cpp refuses other forward settings on every product; outside
+            # strict mode they compute the documented formula.
+            _expect_backward_setting(kind, trans, is_cross, mode,
+                                     "the only forward the NPU wrapper accepts")
 
     def check_backward(grad, bboxes, gtboxes, trans=False, is_cross=False, mode=0):
         _check_backward(backward, grad, bboxes, gtboxes, trans, is_cross, mode, kind)
@@ -340,7 +349,7 @@ def npu_giou(self, gtboxes, trans=False, is_cross=False, mode=0):
     Notes
     -----
     The NPU wrapper (GiouKernelNpu.cpp) refuses every forward but ``trans=True, is_cross=False,
-    mode=0``; here the other settings compute the golden's formula.  IoF mode is not covered
+    mode=0``, as strict mode does; by default the other settings compute the golden's formula.  IoF mode is not covered
     by any op-plugin golden: it divides by the ground-truth area, as the Iou kernel's IoF does.
 
     Examples
