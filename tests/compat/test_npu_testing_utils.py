@@ -181,6 +181,30 @@ def test_supported_devices_runs_everything_without_a_target(clean_env):
     assert _outcome(common_utils.SupportedDevices(["Ascend310P"])) == "ran"
 
 
+def test_without_a_target_a_one_product_test_runs_as_that_product(clean_env):
+    seen = []
+
+    class Case(TestCase):
+        @common_utils.SupportedDevices(["Ascend950"])
+        def test_950(self):
+            seen.append(targets.current())
+
+        @common_utils.SupportedDevices(["Ascend910B"])
+        def test_a2(self):
+            seen.append(targets.current())
+
+        @common_utils.SupportedDevices(["Ascend910B", "Ascend950"])
+        def test_two(self):
+            seen.append(targets.current())
+
+    for name in ("test_950", "test_a2", "test_two"):
+        result = unittest.TestResult()
+        Case(name).run(result)
+        assert result.wasSuccessful(), result.errors
+    assert seen == [targets.Product.ASCEND_950, None, None]
+    assert targets.current() is None                  # the target ends with the test
+
+
 @pytest.mark.parametrize("product, key", [("A2", "Ascend910B"), ("A3", "Ascend910_93"),
                                           ("950", "Ascend950"), ("310P", "Ascend310P")])
 def test_supported_devices_follows_the_strict_target(clean_env, product, key):

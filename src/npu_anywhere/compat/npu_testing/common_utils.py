@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
+from ... import targets
 from .. import device as _device
 from . import soc
 
@@ -161,8 +162,10 @@ class SupportedDevices:
     The names are torch_npu's short SoC keys (``"Ascend910B"``, ``"Ascend910_93"``,
     ``"Ascend950"``, ``"Ascend310P"``...); :mod:`.soc` maps them to products.  The SoC is
     read when the test runs, so ``with npu_anywhere.strict("950"):`` around a run works.
-    With no strict target and no ``NPU_ANYWHERE_SOC`` every product is emulated at once and
-    the test always runs.
+    With no strict target and no ``NPU_ANYWHERE_SOC`` the test always runs, with every product
+    emulated at once -- whose numerics are the Atlas A2 / A3 kernels' -- except that a test
+    whose list names one other product runs as that product: ``SupportedDevices(['Ascend950'])``
+    runs under ``strict("950")``, so a 950-only test sees the 950's rules and numerics.
     """
 
     def __init__(self, supported_devices: list[str]) -> None:
@@ -177,8 +180,23 @@ class SupportedDevices:
                 if key not in self.supported_devices:
                     raise unittest.SkipTest(f"Only run on {self.supported_devices!r}, current "
                                             f"device is {key}.")
-            return fn(slf, *args, **kwargs)
+                return fn(slf, *args, **kwargs)
+            only = self._only_product()
+            if only is None:
+                return fn(slf, *args, **kwargs)
+            with targets.strict(only):
+                return fn(slf, *args, **kwargs)
         return run_if_supported
+
+    def _only_product(self):
+        """The one product other than A2 / A3 that every listed key names, or None."""
+        try:
+            products = {soc.product_of(key) for key in self.supported_devices}
+        except ValueError:
+            return None
+        if len(products) != 1 or products & {targets.Product.A2, targets.Product.A3}:
+            return None
+        return products.pop()
 
 
 def _version_key(version: str) -> tuple:
