@@ -1,0 +1,38 @@
+"""Pieces the NMS ops share: the greedy suppression walk and axis-aligned overlaps.
+
+No op lives here (the family collector ignores modules without function tables).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def greedy_keep(suppresses: torch.Tensor, limit: int | None = None) -> list[int]:
+    """Positions kept by greedy NMS over candidates already in priority order.
+
+    ``suppresses[i, j]`` says that keeping candidate ``i`` removes candidate ``j``; only
+    ``j > i`` is read.  At most ``limit`` positions are kept (``None``: no limit).
+    """
+    n = suppresses.shape[0]
+    rows = suppresses.cpu().tolist()
+    removed = [False] * n
+    kept: list[int] = []
+    for i in range(n):
+        if removed[i]:
+            continue
+        kept.append(i)
+        if limit is not None and len(kept) >= limit:
+            break
+        row = rows[i]
+        for j in range(i + 1, n):
+            if row[j]:
+                removed[j] = True
+    return kept
+
+
+def intersection(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``[N, M]`` overlap areas of ``[N, 4]`` and ``[M, 4]`` boxes given as (lo0, lo1, hi0, hi1)."""
+    lo = torch.maximum(a[:, None, :2], b[None, :, :2])
+    hi = torch.minimum(a[:, None, 2:], b[None, :, 2:])
+    return (hi - lo).clamp_min(0).prod(-1)
