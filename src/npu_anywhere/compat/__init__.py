@@ -14,8 +14,8 @@ import types
 import torch
 
 from .. import library
-from . import (amp, device, device_strings, dynamo_hook, generator, npu_module, npu_testing,
-               serialization, shim, tensor_methods, transfer, unimplemented)
+from . import (amp, device, device_strings, dynamo_hook, generator, hccl, npu_module,
+               npu_testing, serialization, shim, tensor_methods, transfer, unimplemented)
 
 log = logging.getLogger("npu_anywhere.compat")
 
@@ -137,6 +137,7 @@ def install(*, claim_npu: bool | None = None, device_strings_enabled: bool = Tru
     unimplemented.hook_torch_ops(library.TORCH_NPU_NS, {"torch_npu", "custom"})
     tensor_methods.enable()
     torch.npu = npu
+    hccl.install()
     _installed["torch_npu"] = torch_npu
 
 
