@@ -1,0 +1,143 @@
+"""Op database entries of the Native Sparse Attention ops (compression, compressed attention,
+selection attention)."""
+
+from __future__ import annotations
+
+import torch
+
+from . import ErrorSample, Sample, entry as _entry
+
+_I32 = torch.int32
+
+
+def _t(*shape, dtype=torch.float16, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed),
+                       dtype=torch.float64).to(dtype)
+
+
+def _compress_args(dtype=torch.float16, **kw):
+    x = _t(41, 2, 16, dtype=dtype, seed=1)
+    w = _t(32, 2, dtype=dtype, seed=2)
+    return (x, w, 32, 16), dict(dict(actual_seq_len=[5, 41]), **kw)
+
+
+def _compress() -> None:
+    e = _entry("npu_nsa_compress")
+    e.samples += [
+        Sample("fp16_two_batches", lambda: _compress_args()),
+        Sample("fp64", lambda: ((_t(20, 1, 4, dtype=torch.float64, seed=1),
+                                 _t(16, 1, dtype=torch.float64, seed=2), 16, 16),
+                                dict(actual_seq_len=[3, 20])), differentiable=True),
+    ]
+    e.errors += [
+        ErrorSample("weight_shape", lambda: ((_t(41, 2, 16), _t(16, 2), 32, 16),
+                                             dict(actual_seq_len=[41])), RuntimeError,
+                    "npu_nsa_compress: expected weight shape \\[32, 2\\]"),
+        ErrorSample("seq_len_total", lambda: _compress_args(actual_seq_len=[5, 40]),
+                    ValueError, "npu_nsa_compress: expected actual_seq_len a last value"),
+        ErrorSample("stride", lambda: ((_t(41, 2, 16), _t(16, 2), 16, 32),
+                                       dict(actual_seq_len=[41])), ValueError,
+                    "npu_nsa_compress: expected compress_block_size at least"),
+    ]
+    g = _entry("npu_nsa_compress_grad")
+
+    def grad_args(dtype=torch.bfloat16):
+        (x, w, block, stride), kw = _compress_args(dtype)
+        return (_t(1, 2, 16, dtype=dtype, seed=3), x, w, block, stride), kw
+
+    g.samples += [Sample("bf16", lambda: grad_args())]
+    g.errors += [
+        ErrorSample("grad_shape", lambda: ((_t(3, 2, 16),) + _compress_args()[0],
+                                           _compress_args()[1]), RuntimeError,
+                    "npu_nsa_compress_grad: expected grad shape \\[1, 2, 16\\]"),
+    ]
+
+
+def _select_args(dtype=torch.float16, topk_by_keyword=False, **kw):
+    q = _t(7, 4, 16, dtype=dtype, seed=4)
+    k = _t(13, 2, 16, dtype=dtype, seed=5)
+    v = _t(13, 2, 8, dtype=dtype, seed=6)
+    topk = torch.tensor([[[0, 1], [1, 0]]] * 3 + [[[0, 1], [1, 1]]] * 4, dtype=_I32)
+    args = dict(actual_seq_qlen=[3, 7], actual_seq_kvlen=[6, 13])
+    args.update(kw)
+    if topk_by_keyword:
+        # a differentiable sample's positional tensors all require grad
+        return (q, k, v), dict(topk_indices=topk, scale_value=0.3, head_num=4,
+                               select_block_size=4, select_block_count=2, **args)
+    return (q, k, v, topk, 0.3, 4, 4, 2), args
+
+
+def _select() -> None:
+    e = _entry("npu_nsa_select_attention")
+    e.samples += [
+        Sample("fp16_causal", lambda: _select_args(atten_mask=torch.ones(7, 7,
+                                                                         dtype=torch.bool))),
+        Sample("fp64", lambda: _select_args(torch.float64, True, actual_seq_qlen=[7],
+                                            actual_seq_kvlen=[13]), differentiable=True),
+    ]
+    e.errors += [
+        ErrorSample("head_num", lambda: ((_t(7, 4, 16), _t(13, 2, 16), _t(13, 2, 8),
+                                          torch.zeros(7, 2, 2, dtype=_I32), 0.3, 3, 4, 2),
+                                         dict(actual_seq_qlen=[7], actual_seq_kvlen=[13])),
+                    ValueError, "npu_nsa_select_attention: expected head_num"),
+        ErrorSample("topk_shape", lambda: ((_t(7, 4, 16), _t(13, 2, 16), _t(13, 2, 8),
+                                            torch.zeros(7, 2, 3, dtype=_I32), 0.3, 4, 4, 2),
+                                           dict(actual_seq_qlen=[7], actual_seq_kvlen=[13])),
+                    RuntimeError, "npu_nsa_select_attention: expected topk_indices shape"),
+        ErrorSample("batches", lambda: _select_args(actual_seq_kvlen=[13]), ValueError,
+                    "npu_nsa_select_attention: expected actual_seq_kvlen one entry per batch"),
+    ]
+    g = _entry("npu_nsa_select_attention_grad")
+
+    def grad_args():
+        (q, k, v, topk, *rest), kw = _select_args(torch.bfloat16)
+        stats = _t(7, 4, 1, dtype=torch.float32, seed=7).abs().expand(7, 4, 8).contiguous()
+        return (_t(7, 4, 8, dtype=torch.bfloat16, seed=8), q, k, v,
+                _t(7, 4, 8, dtype=torch.bfloat16, seed=9), stats, stats + 1, topk, *rest), kw
+
+    g.samples += [Sample("bf16", grad_args)]
+    g.errors += [
+        ErrorSample("stats_shape", lambda: (grad_args()[0][:5] + (torch.ones(7, 4, 1),)
+                                            + grad_args()[0][6:], grad_args()[1]),
+                    RuntimeError,
+                    "npu_nsa_select_attention_grad: expected softmax_max shape"),
+    ]
+
+
+def _compress_attention_args(dtype=torch.float16, **kw):
+    q = _t(9, 4, 16, dtype=dtype, seed=10)
+    k = _t(13, 2, 16, dtype=dtype, seed=11)
+    v = _t(13, 2, 8, dtype=dtype, seed=12)
+    args = dict(actual_seq_qlen=[4, 9], actual_cmp_seq_kvlen=[6, 13],
+                actual_sel_seq_kvlen=[2, 4])
+    args.update(kw)
+    return (q, k, v, 0.3, 4, 32, 16, 64, 2), args
+
+
+def _compress_attention() -> None:
+    e = _entry("npu_nsa_compress_attention")
+    e.samples += [
+        Sample("fp16_masks", lambda: _compress_attention_args(
+            atten_mask=torch.ones(5, 7, dtype=torch.bool).triu(1),
+            topk_mask=torch.eye(5, 2, dtype=torch.bool))),
+        Sample("fp64", lambda: _compress_attention_args(
+            torch.float64, actual_seq_qlen=[9], actual_cmp_seq_kvlen=[13],
+            actual_sel_seq_kvlen=[4]), differentiable=True),
+    ]
+    e.errors += [
+        ErrorSample("sel_len", lambda: _compress_attention_args(actual_sel_seq_kvlen=[2, 5]),
+                    ValueError, "npu_nsa_compress_attention: expected actual_sel_seq_kvlen "
+                                "CeilDiv"),
+        ErrorSample("select_block_size", lambda: ((_t(9, 4, 16), _t(13, 2, 16), _t(13, 2, 8),
+                                                   0.3, 4, 32, 16, 24, 2),
+                                                  _compress_attention_args()[1]), ValueError,
+                    "npu_nsa_compress_attention: expected select_block_size at least"),
+        ErrorSample("mask_shape", lambda: _compress_attention_args(
+            atten_mask=torch.ones(4, 7, dtype=torch.bool)), RuntimeError,
+            "npu_nsa_compress_attention: expected atten_mask a shape of at least \\[5, 7\\]"),
+    ]
+
+
+_compress()
+_select()
+_compress_attention()
