@@ -7,7 +7,7 @@ import torch
 
 from . import ErrorSample, Sample, entry as _entry
 
-T, B, I, H = 2, 2, 3, 2
+T, B, I, H = 1, 2, 3, 2
 
 
 def _rand(*shape, dtype=torch.float32, seed=0):
@@ -136,7 +136,7 @@ def _lstm_npu_args(dtype=torch.float32, layers=1, bidirectional=True, packed=Fal
     kw = dict(batch_first=batch_first)
     if packed:
         x = x.reshape(T * B, I)
-        kw["batch_sizes"] = torch.tensor([2, 1])
+        kw["batch_sizes"] = torch.tensor([B] + [1] * (T - 1))
     hx = [_rand(dirs * layers, B, H, dtype=dtype, seed=s) for s in (1, 2)]
     return (x, hx, _params(layers, dirs, bias, dtype), bias, layers, 0.0, True,
             bidirectional), kw
@@ -177,12 +177,49 @@ def _lstm_npu() -> None:
     b = _entry("_lstm_npu_backward")
     b.samples += [Sample("batch_first_fp32", grads)]
     b.errors += [
-        ErrorSample("gates_shape", lambda: ((*grads()[0][:6], torch.zeros(1, T, B, H),
+        ErrorSample("gates_shape", lambda: ((*grads()[0][:6], torch.zeros(1, T + 1, B, H),
                                              *grads()[0][7:]), grads()[1]), RuntimeError,
                     "_lstm_npu_backward: expected i the shape"),
+    ]
+
+
+def _cell_args(dtype=torch.float32, bias=True):
+    args = (_rand(B, I, dtype=dtype), _rand(I, 4 * H, dtype=dtype, seed=1),
+            _rand(H, 4 * H, dtype=dtype, seed=2), _rand(B, H, dtype=dtype, seed=3),
+            _rand(B, H, dtype=dtype, seed=4))
+    if bias:
+        args += (_rand(4 * H, dtype=dtype, seed=5), _rand(4 * H, dtype=dtype, seed=6))
+    return args, {}
+
+
+def _lstm_cell() -> None:
+    e = _entry("npu_lstm_cell")
+    e.samples += [Sample("fp64", lambda: _cell_args(torch.float64), differentiable=True)]
+    e.errors += [
+        ErrorSample("w_ih_shape", lambda: ((_cell_args()[0][0], torch.zeros(4 * H, I),
+                                            *_cell_args()[0][2:]), {}), RuntimeError,
+                    "npu_lstm_cell: expected w_ih the shape"),
+        ErrorSample("one_bias", lambda: (_cell_args()[0][:6], {}), ValueError,
+                    "npu_lstm_cell: expected b_ih and b_hh both given or both None"),
+    ]
+
+    def grads():
+        args, _ = _cell_args(bias=False)
+        with torch.no_grad():
+            outs = torch.ops.npu.npu_lstm_cell(*args)
+        return (_rand(1, B, H, seed=7), _rand(B, H, seed=8), _rand(B, H, seed=9), *args,
+                *outs), {}
+
+    b = _entry("npu_lstm_cell_backward")
+    b.samples += [Sample("fp32", grads)]
+    b.errors += [
+        ErrorSample("gradh_shape", lambda: ((grads()[0][0], torch.zeros(1, B, H),
+                                             *grads()[0][2:]), {}), RuntimeError,
+                    "npu_lstm_cell_backward: expected gradh the shape"),
     ]
 
 
 _lstm()
 _gru()
 _lstm_npu()
+_lstm_cell()
