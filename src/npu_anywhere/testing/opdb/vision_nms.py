@@ -101,8 +101,8 @@ def _roi_align() -> None:
     e.samples += [
         Sample("fp16_adaptive_mode1", lambda: ((feats(torch.float16), _roi_rois(dtype=torch.float16),
                                                 0.5, 2, 3, 0, 1), {})),
-        Sample("fp64_mode2", lambda: ((feats(torch.float64),), dict(
-            rois=_roi_rois(dtype=torch.float64), spatial_scale=0.5, pooled_height=3,
+        Sample("fp64_mode2", lambda: ((feats(torch.float64, (2, 2, 5, 4)),), dict(
+            rois=_roi_rois(dtype=torch.float64), spatial_scale=0.5, pooled_height=2,
             pooled_width=2, sample_num=2, roi_end_mode=2)), differentiable=True),
     ]
     e.errors += [
