@@ -155,3 +155,43 @@ def _masked_causal() -> None:
 
 
 _masked_causal()
+
+
+def _fused_causal() -> None:
+    def prefill(dtype=torch.bfloat16, **kw):
+        x = _rand(9, 16, dtype=dtype)
+        weight = _rand(3, 16, dtype=dtype, seed=1)
+        states = _rand(5, 2, 16, dtype=dtype, seed=2)
+        kw.setdefault("query_start_loc", torch.tensor([0, 4, 6, 9], dtype=torch.int32))
+        kw.setdefault("cache_indices", torch.tensor([3, 0, 4], dtype=torch.int32))
+        kw.setdefault("num_computed_tokens", torch.tensor([0, 5, 2], dtype=torch.int32))
+        return (x, weight, states), kw
+
+    def decode_3d(dtype=torch.float16):
+        x = _rand(3, 3, 16, dtype=dtype)
+        weight = _rand(3, 16, dtype=dtype, seed=1)
+        states = _rand(4, 4, 16, dtype=dtype, seed=2)
+        return (x, weight, states), dict(
+            cache_indices=torch.tensor([1, 3, 0], dtype=torch.int32),
+            num_accepted_tokens=torch.tensor([1, 3, 2], dtype=torch.int32),
+            num_computed_tokens=torch.tensor([7, 1, 4], dtype=torch.int32),
+            residual_connection=1, conv_mode="pangu")
+
+    e = _entry("npu_fused_causal_conv1d")
+    e.samples += [Sample("prefill_bf16", prefill), Sample("decode_3d_pangu_fp16", decode_3d)]
+    e.errors += [
+        ErrorSample("no_query_start_loc", lambda: prefill(query_start_loc=None), RuntimeError,
+                    "npu_fused_causal_conv1d: expected query_start_loc a tensor when x is 2-D"),
+        ErrorSample("window", lambda: ((_rand(9, 16), _rand(4, 16), _rand(5, 2, 16)),
+                                       prefill()[1]), RuntimeError,
+                    "npu_fused_causal_conv1d: expected weight the shape \\[K, dim\\]"),
+        ErrorSample("conv_mode", lambda: prefill(conv_mode="mamba"), ValueError,
+                    "npu_fused_causal_conv1d: expected conv_mode one of"),
+        ErrorSample("apc_without_first", lambda: prefill(
+            cache_indices=torch.zeros(3, 2, dtype=torch.int32),
+            block_idx_last_scheduled_token=torch.zeros(3, dtype=torch.int32)), RuntimeError,
+            "npu_fused_causal_conv1d: expected block_idx_first_scheduled_token a tensor"),
+    ]
+
+
+_fused_causal()
