@@ -38,8 +38,21 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def expect_dim(op: str, name: str, t: torch.Tensor, dim: int) -> None:
-    checks.expect(t.dim() == dim, op, name, f"a {dim}-D tensor",
-                  lambda: f"shape {tuple(t.shape)}", ValueError)
+    checks.expect_dim(t, dim, op, name)
+
+
+def sequence_and_gate_bias(op: str, input, bias_name: str, bias, gates: int):
+    """``(T, B, I, H)`` of a time-major ``[T, B, I]`` input and a ``[gates * H]`` bias."""
+    expect_dim(op, "input", input, 3)
+    expect_float(op, "input", input)
+    expect_dim(op, bias_name, bias, 1)
+    checks.expect(bias.shape[0] % gates == 0 and bias.shape[0] > 0, op, bias_name,
+                  f"a positive size divisible by {gates} (the gates of hidden_size)",
+                  lambda: f"shape {tuple(bias.shape)}", RuntimeError)
+    length, batch, feat = input.shape
+    checks.expect(length > 0, op, "input", "at least one time step (size(0) > 0)",
+                  lambda: f"shape {tuple(input.shape)}", ValueError)
+    return length, batch, feat, bias.shape[0] // gates
 
 
 def expect_shape(op: str, name: str, t: torch.Tensor, shapes, what: str) -> None:

@@ -39,16 +39,8 @@ _SUPPORTED = frozenset({Product.A2, Product.A3, Product.ATLAS_TRAINING,
 
 def _sizes(op: str, input, hx, weight_input, weight_hidden, bias_input, bias_hidden):
     """``(T, B, I, H)`` after checking the layer's tensors against each other."""
-    rnn.expect_dim(op, "input", input, 3)
-    rnn.expect_float(op, "input", input)
-    rnn.expect_dim(op, "bias_input", bias_input, 1)
-    checks.expect(bias_input.shape[0] % 3 == 0 and bias_input.shape[0] > 0, op, "bias_input",
-                  "a positive size divisible by 3 (the three gates of hidden_size)",
-                  lambda: f"shape {tuple(bias_input.shape)}", RuntimeError)
-    length, batch, feat = input.shape
-    checks.expect(length > 0, op, "input", "at least one time step (size(0) > 0)",
-                  lambda: f"shape {tuple(input.shape)}", ValueError)
-    hidden = bias_input.shape[0] // 3
+    length, batch, feat, hidden = rnn.sequence_and_gate_bias(op, input, "bias_input",
+                                                             bias_input, 3)
     rnn.expect_shape(op, "bias_hidden", bias_hidden, (3 * hidden,), "[3 * hidden_size]")
     rnn.expect_shape(op, "weight_input", weight_input, (feat, 3 * hidden),
                      "[input_size, 3 * hidden_size]")

@@ -40,16 +40,7 @@ _GATES = ("i", "j", "f", "o", "tanhc")
 
 def _sizes(op: str, input, weight, bias):
     """``(T, B, I, H)`` after checking ``input``, ``weight`` and ``bias`` against each other."""
-    rnn.expect_dim(op, "input", input, 3)
-    rnn.expect_float(op, "input", input)
-    rnn.expect_dim(op, "bias", bias, 1)
-    checks.expect(bias.shape[0] % 4 == 0 and bias.shape[0] > 0, op, "bias",
-                  "a positive size divisible by 4 (the four gates of hidden_size)",
-                  lambda: f"shape {tuple(bias.shape)}", RuntimeError)
-    length, batch, feat = input.shape
-    checks.expect(length > 0, op, "input", "at least one time step (size(0) > 0)",
-                  lambda: f"shape {tuple(input.shape)}", ValueError)
-    hidden = bias.shape[0] // 4
+    length, batch, feat, hidden = rnn.sequence_and_gate_bias(op, input, "bias", bias, 4)
     rnn.expect_shape(op, "weight", weight, (feat + hidden, 4 * hidden),
                      "[input_size + hidden_size, 4 * hidden_size]")
     return length, batch, feat, hidden
