@@ -78,6 +78,10 @@ def check(op, gmm_x, gmm_weight, hcom, ep_world_size, send_counts, recv_counts,
     checks.expect(e >= 1, op, "gmm_weight", "at least one expert (dim 0)", e, ValueError)
     _expect_counts(op, "send_counts", send_counts, e * ep_world_size)
     _expect_counts(op, "recv_counts", recv_counts, e * ep_world_size)
+    if _comm.group_size(hcom) == 1:
+        checks.expect(list(recv_counts) == list(send_counts), op, "recv_counts",
+                      "equal to send_counts on a single rank (the rows come back unchanged)",
+                      list(recv_counts), ValueError)
     checks.expect(gmm_x.shape[0] == sum(send_counts), op, "gmm_x",
                   lambda: f"sum(send_counts) = {sum(send_counts)} rows", gmm_x.shape[0],
                   RuntimeError)
