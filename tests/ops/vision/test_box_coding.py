@@ -157,12 +157,29 @@ def test_decode_float16_steps_and_formula(dtype):
     assert out[:, [0, 2]].max() <= 40 and out[:, [1, 3]].max() <= 24 and out.min() >= 0
 
 
+def decode_950_f64(rois, deltas, means, stds, max_shape):
+    """The 950 kernel's README: no size-delta clip, bounds [0, W] / [0, H]."""
+    out = []
+    for r, d in zip(rois.double().tolist(), deltas.double().tolist()):
+        dx, dy, dw, dh = [v * s + m for v, s, m in zip(d, stds, means)]
+        pw, ph = r[2] - r[0] + 1, r[3] - r[1] + 1
+        gx, gy = (r[0] + r[2]) / 2 + dx * pw, (r[1] + r[3]) / 2 + dy * ph
+        gw, gh = pw * math.exp(dw), ph * math.exp(dh)
+        box = [gx - gw / 2 + 0.5, gy - gh / 2 + 0.5, gx + gw / 2 - 0.5, gy + gh / 2 - 0.5]
+        top = [max_shape[1], max_shape[0]] * 2
+        out.append([max(min(v, t), 0.0) for v, t in zip(box, top)])
+    return torch.tensor(out, dtype=torch.float64)
+
+
 def test_decode_strict_950_and_non_contiguous():
-    rois, d = boxes(8, 8).t().contiguous().t(), deltas(16, 9)[::2]
+    rois, d = boxes(8, 8).t().contiguous().t(), deltas(16, 9)[::2] * 4
     with na.strict("950"):
-        out = torch.ops.npu.npu_bounding_box_decode(rois, d, *MEANS, *STDS, [60, 50], 16 / 1000)
-    assert_close_to_golden(out, decode_f64(rois, d, MEANS, STDS, [60, 50], 16 / 1000),
+        out = torch.ops.npu.npu_bounding_box_decode(rois, d, *MEANS, *STDS, [40, 50], 16 / 1000)
+        with pytest.raises(RuntimeError, match="expected wh_ratio_clip > 0 on the Ascend 950"):
+            na.npu_bounding_box_decode(rois, d, *MEANS, *STDS, [40, 50], 0.0)
+    assert_close_to_golden(out, decode_950_f64(rois, d, MEANS, STDS, [40, 50]),
                            rtol=1e-5, atol=1e-4)
+    assert out[:, [0, 2]].max() == 50 and out[:, [1, 3]].max() == 40
 
 
 def test_box_coding_bad_inputs():

@@ -81,20 +81,23 @@ def flags_golden(gt, featmap_size, stride, num_base_anchors):
     h, w = featmap_size
     grid = [0] * (h * w)
     for x1, y1, x2, y2 in gt.float().double().tolist():
-        cell = math.floor((y1 + y2) / 2 / stride[1]) * w + math.floor((x1 + x2) / 2 / stride[0])
-        if 0 <= cell < h * w:
-            grid[cell] = 1
+        cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+        gx = min(max(math.floor(cx / stride[0]), 0), w - 1) if math.isfinite(cx) else 0
+        gy = min(max(math.floor(cy / stride[1]), 0), h - 1) if math.isfinite(cy) else 0
+        grid[gy * w + gx] = 1
     return torch.tensor([f for f in grid for _ in range(num_base_anchors)], dtype=torch.uint8)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_anchor_flags_against_golden(dtype):
     gt = boxes(23, 4, scale=50.0, dtype=dtype)
-    gt[0] = torch.tensor([300.0, 300.0, 310.0, 310.0])    # centre beyond the map: no flag
+    gt[0] = torch.tensor([300.0, 300.0, 310.0, 310.0])    # beyond the map: the last cell
+    gt[1] = torch.tensor([-90.0, 20.0, -70.0, 24.0])      # left of it: clamped to column 0
+    gt[2, 0] = math.nan                                   # a NaN centre marks cell 0
     out = na.npu_anchor_response_flags(gt, [7, 9], [12, 10], 3)
     assert out.dtype == torch.uint8 and out.shape == (7 * 9 * 3,)
     assert torch.equal(out, flags_golden(gt, [7, 9], [12, 10], 3))
-    assert 0 < out.sum() < out.numel()
+    assert out[-3:].tolist() == [1, 1, 1] and 0 < out.sum() < out.numel()
 
 
 def test_anchor_flags_op_plugin_shape_and_checks():

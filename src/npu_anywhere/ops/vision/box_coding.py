@@ -18,7 +18,10 @@ float32 result is the float16 one widened.  That order reproduces op-plugin's go
 (test/test_base_ops/test_bounding_box_encode.py: 13.3281 for 40/3, NaN for the log of a
 negative height ratio; test_bounding_box_decode.py) exactly.  The Ascend 950 kernels (hicann
 ops-cv objdetect/bounding_box_{encode,decode}/op_kernel/arch35) compute the same formulas in
-float32 and round once; ``npu_anywhere.strict("950")`` selects that form.
+float32 and round once, and the 950 decoder differs: it does not clip the size deltas
+(``wh_ratio_clip`` is only checked to be positive), clips x to ``[0, max_shape[1]]`` and y to
+``[0, max_shape[0]]`` and maps NaN to 0 (its README and kernel); ``npu_anywhere.strict("950")``
+selects those forms.
 """
 
 from __future__ import annotations
@@ -72,6 +75,10 @@ def check_bounding_box_decode(rois, deltas, means0, means1, means2, means3, stds
     _expect_box_pair(DECODE_OP, rois, "rois", deltas, "deltas")
     checks.expect(len(max_shape) == 2, DECODE_OP, "max_shape", "a list of 2 ints [h, w]",
                   lambda: repr(list(max_shape)), ValueError)
+    if targets.current() == Product.ASCEND_950:
+        # The 950 kernel's tiling rejects it (it no longer clips the size deltas).
+        checks.expect(wh_ratio_clip > 0, DECODE_OP, "wh_ratio_clip", "> 0 on the Ascend 950",
+                      repr(wh_ratio_clip), ValueError)
 
 
 # --------------------------------------------------------------------- arithmetic --
@@ -111,14 +118,32 @@ def bounding_box_encode_reference(anchor_box, ground_truth_box, means0, means1, 
     return torch.stack(deltas, dim=-1).to(anchor_box.dtype)
 
 
+def _decode_950(rois, deltas, means, stds, max_shape):
+    """The Ascend 950 kernel: float32, no ratio clip, bounds [0, W] / [0, H], NaN -> 0."""
+    px, py, pw, ph = _centre_size(rois.float(), lambda t: t)
+    d = deltas.float() * torch.tensor(stds, device=rois.device) + torch.tensor(
+        means, device=rois.device)
+    dx, dy, dw, dh = d.unbind(-1)
+    gw, gh = pw * torch.exp(dw), ph * torch.exp(dh)
+    gx, gy = px + pw * dx, py + ph * dy
+    height, width = max_shape
+    boxes = [(gx - gw * 0.5 + 0.5, width), (gy - gh * 0.5 + 0.5, height),
+             (gx + gw * 0.5 - 0.5, width), (gy + gh * 0.5 - 0.5, height)]
+    boxes = [torch.nan_to_num(v, nan=0.0).clamp(0.0, float(top)) for v, top in boxes]
+    return torch.stack(boxes, dim=-1).to(rois.dtype)
+
+
 def bounding_box_decode_reference(rois, deltas, means0, means1, means2, means3, stds0, stds1,
                                   stds2, stds3, max_shape, wh_ratio_clip):
+    means, stds = (means0, means1, means2, means3), (stds0, stds1, stds2, stds3)
+    if targets.current() == Product.ASCEND_950:
+        return _decode_950(rois, deltas, means, stds, max_shape)
     h = _stepper(torch.float32)
-    means = [_scalar(m) for m in (means0, means1, means2, means3)]
-    stds = [_scalar(s) for s in (stds0, stds1, stds2, stds3)]
+    means = [_scalar(m) for m in means]
+    stds = [_scalar(s) for s in stds]
     dx, dy, dw, dh = (h(h(d * s) + m) for d, s, m in
                       zip(h(deltas.float()).unbind(-1), stds, means))
-    # max_ratio = |log(wh_ratio_clip)|, computed by the kernel in its compute dtype.
+    # max_ratio = |log(wh_ratio_clip)|, computed by the kernel in float16.
     max_ratio = abs(_scalar(math.log(_scalar(wh_ratio_clip)))) if wh_ratio_clip > 0 else (
         math.inf if wh_ratio_clip == 0 else math.nan)
     dw = torch.clamp(torch.clamp(dw, max=max_ratio), min=-max_ratio)
@@ -233,7 +258,9 @@ def npu_bounding_box_decode(rois, deltas, means0, means1, means2, means3, stds0,
     -----
     Source: op-plugin op_plugin/ops/aclops/BoundingBoxDecodeKernelNpu.cpp and CANN's
     bounding_box_decode kernel: before the Ascend 950 every step is float16 (float32 inputs
-    too); ``strict("950")`` computes in float32.  No backward.
+    too).  ``strict("950")`` follows the 950 kernel (hicann ops-cv arch35): float32, no
+    clip of ``dw`` / ``dh`` (``wh_ratio_clip`` must be > 0 but is unused), bounds ``[0, w]`` /
+    ``[0, h]`` instead of ``w - 1`` / ``h - 1``, NaN -> 0.  No backward.
 
     Examples
     --------

@@ -139,20 +139,23 @@ def check_anchor_response_flags(self, featmap_size, stride, num_base_anchors):
                   repr(num_base_anchors), ValueError)
 
 
+def _grid_cell(centre, stride, cells):
+    """Grid coordinate of centres, clamped to ``[0, cells - 1]``; NaN / inf centres -> 0."""
+    coord = torch.floor(centre / stride).clamp(0, max(cells - 1, 0))
+    return torch.where(torch.isfinite(centre), coord, 0.0).long()
+
+
 def anchor_response_flags_reference(self, featmap_size, stride, num_base_anchors):
     feat_h, feat_w = featmap_size
-    cells = feat_h * feat_w
     # op-plugin converts the boxes to float32 before the kernel.
     boxes = self.float()
-    grid_x = torch.floor((boxes[:, 0] + boxes[:, 2]) * 0.5 / stride[0])
-    grid_y = torch.floor((boxes[:, 1] + boxes[:, 3]) * 0.5 / stride[1])
-    index = (grid_y * feat_w + grid_x).long()
-    # A centre outside the feature map's cells marks nothing.
-    inside = (index >= 0) & (index < cells)
-    hits = torch.zeros(cells, dtype=torch.int32, device=self.device)
-    hits = hits.scatter_reduce(0, index.clamp(0, max(cells - 1, 0)), inside.int(), "amax")
-    flags = hits.to(torch.uint8)
-    return flags[:, None].expand(cells, num_base_anchors).reshape(-1)
+    grid_x = _grid_cell((boxes[:, 0] + boxes[:, 2]) * 0.5, stride[0], feat_w)
+    grid_y = _grid_cell((boxes[:, 1] + boxes[:, 3]) * 0.5, stride[1], feat_h)
+    cells = feat_h * feat_w
+    hits = torch.zeros(cells, dtype=torch.uint8, device=self.device)
+    if cells and boxes.shape[0]:
+        hits = hits.index_fill(0, grid_y * feat_w + grid_x, 1)
+    return hits[:, None].expand(cells, num_base_anchors).reshape(-1)
 
 
 flags_op = NpuOp(FLAGS_SCHEMA, namespace=TORCH_NPU_NS, check=check_anchor_response_flags,
@@ -167,8 +170,8 @@ def npu_anchor_response_flags(self, featmap_size, stride, num_base_anchors):
 
     Formula::
 
-        cell = floor(cy / stride[1]) * featmap_size[1] + floor(cx / stride[0])
-        grid[cell] = 1 for every box (cx, cy: its centre);  out = grid repeated per base anchor
+        gx = clamp(floor(cx / stride[0]), 0, w - 1);  gy = clamp(floor(cy / stride[1]), 0, h - 1)
+        grid[gy * w + gx] = 1 for every box (cx, cy: its centre);  out = grid repeated per anchor
 
     Parameters
     ----------
@@ -190,8 +193,10 @@ def npu_anchor_response_flags(self, featmap_size, stride, num_base_anchors):
     Notes
     -----
     Source: op-plugin AnchorResponseFlagsKernelNpu.cpp (float32 copy of ``self``; output size
-    from infersize_npu_anchor_response_flags) and the golden of test_anchorresponseflags.py.
-    A centre whose cell index falls outside ``[0, h * w)`` marks nothing.  No backward.
+    from infersize_npu_anchor_response_flags) and the equivalent golden of op-plugin's
+    docs/zh/custom_APIs page: a centre outside the map marks the nearest border cell (each
+    axis clamped); hicann ops-cv's kernel golden also maps a NaN / inf centre to 0, as here.
+    No backward.
 
     Examples
     --------
