@@ -141,3 +141,58 @@ def _compress_attention() -> None:
 _compress()
 _select()
 _compress_attention()
+
+
+def _select_infer_args(layout="BSND", dtype=torch.float16, **kw):
+    q = _t(2, 1, 4, 16, dtype=dtype, seed=13)
+    if layout == "BSH":
+        q = q.reshape(2, 1, 64)
+    elif layout == "TND":
+        q = q.reshape(2, 4, 16)
+    k = _t(5, 8, 2, 16, dtype=dtype, seed=14)
+    v = _t(5, 8, 32, dtype=dtype, seed=15)          # [blocks, page, N2 * Dv], Dv = 16
+    topk = torch.tensor([[[0, 2], [1, -1]], [[1, 0], [0, 1]]], dtype=_I32)
+    args = dict(layout=layout, block_table=torch.tensor([[4, 1, 0], [2, 3, 0]], dtype=_I32),
+                actual_seq_kvlen=[21, 11])
+    args.update(kw)
+    return (q, k, v, topk, 0.3, 4, 2, 8, 2, 8), args
+
+
+def _select_infer() -> None:
+    e = _entry("npu_nsa_select_attention_infer")
+    # one sample (its layouts and dtypes are covered in tests/ops/attention/test_nsa_infer.py)
+    e.samples += [Sample("bsh_bf16", lambda: _select_infer_args("BSH", torch.bfloat16))]
+    e.errors += [
+        ErrorSample("layout", lambda: _select_infer_args(layout="BNSD"), ValueError,
+                    "npu_nsa_select_attention_infer: expected layout one of"),
+        ErrorSample("kv_len", lambda: _select_infer_args(actual_seq_kvlen=[25, 11]),
+                    ValueError, "npu_nsa_select_attention_infer: expected actual_seq_kvlen "
+                                "lengths in \\[0, 24\\]"),
+        ErrorSample("atten_mask", lambda: _select_infer_args(
+            atten_mask=torch.zeros(1, 8, dtype=torch.bool)), ValueError,
+            "npu_nsa_select_attention_infer: expected atten_mask None"),
+    ]
+
+
+def _compress_infer_args(**kw):
+    x = _t(3, 16, 2, 16, seed=16)
+    args = dict(block_table=torch.tensor([[2, 0], [1, 0]], dtype=_I32),
+                actual_seq_len=[32, 24], cache=torch.zeros(4, 2, 16, dtype=torch.float16))
+    args.update(kw)
+    return (x, _t(16, 2, seed=17), torch.tensor([3, 1], dtype=_I32), 16, 8, 16), args
+
+
+def _compress_infer() -> None:
+    e = _entry("npu_nsa_compress_infer.cache")
+    e.samples += [Sample("fp16_two_batches", lambda: _compress_infer_args())]
+    e.errors += [
+        ErrorSample("cache_shape", lambda: _compress_infer_args(
+            cache=torch.zeros(4, 32, dtype=torch.float16)), RuntimeError,
+            "npu_nsa_compress_infer: expected cache a \\[slots, 2, 16\\] tensor"),
+        ErrorSample("no_block_table", lambda: _compress_infer_args(block_table=None),
+                    ValueError, "npu_nsa_compress_infer: expected block_table a tensor"),
+    ]
+
+
+_select_infer()
+_compress_infer()
