@@ -31,7 +31,7 @@ def yolo_golden(anchors, gt, stride, eps=1e-6):
             row.append(min(max(t, eps), 1 - eps))
         for i in (0, 1):
             ratio = (g[i + 2] - g[i]) / (b[i + 2] - b[i])
-            row.append(math.log(max(ratio, eps)))
+            row.append(math.log(min(max(ratio, eps), 65504.0)))
         out.append(row)
     return torch.tensor(out, dtype=torch.float64)
 
@@ -51,15 +51,29 @@ def test_yolo_against_golden(dtype):
     anchors, gt = boxes(11, 0, dtype=dtype), boxes(11, 1, dtype=dtype)
     gt[3] = anchors[3] + 500          # centre far away: x_t, y_t clamp at 1 - eps
     gt[4, 2] = gt[4, 0]               # zero width: log(eps)
+    anchors[5] = torch.tensor([1.0, 0.5, 3.0, 0.5 + 2 ** -11])   # tiny anchor height and
+    gt[5] = torch.tensor([0.0, 0.0, 4.0, 40.0])                   # a ratio clamped at 65504
     stride = torch.tensor([8, 16, 32] * 3 + [8, 16], dtype=torch.int32)
-    out = na.npu_yolo_boxes_encode(anchors, gt, stride, performance_mode=True)
+    out = na.npu_yolo_boxes_encode(anchors, gt, stride)
     assert out.dtype == dtype and out.shape == (11, 4)
     want = yolo_golden(anchors, gt, stride)
+    assert out[5, 3].item() == pytest.approx(math.log(65504.0), rel=1e-3)
     if dtype == torch.float16:
         assert_close_to_golden(out, want, rtol=2e-3, atol=2e-3)
     else:
         assert_close_to_golden(out, want, rtol=1e-5, atol=1e-5)
         assert out[4, 2] == pytest.approx(math.log(1e-6), rel=1e-6)
+
+
+def test_yolo_performance_mode_goes_through_float16():
+    anchors, gt = boxes(9, 5) * 37, boxes(9, 6) * 37
+    stride = torch.tensor([8, 16, 32] * 3, dtype=torch.int32)
+    out = na.npu_yolo_boxes_encode(anchors, gt, stride, performance_mode=True)
+    want = yolo_golden(anchors.half(), gt.half(), stride).half()
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, want.float(), rtol=1e-3, atol=1e-3)
+    precise = na.npu_yolo_boxes_encode(anchors, gt, stride, False)
+    assert_close_to_golden(precise, yolo_golden(anchors, gt, stride), rtol=1e-5, atol=1e-5)
 
 
 def test_yolo_non_contiguous_and_checks():

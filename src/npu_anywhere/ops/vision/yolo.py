@@ -31,6 +31,7 @@ _FLOATS = (torch.float16, torch.float32)
 _INDEX_DTYPES = (torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
 MAX_ANCHORS = 20480        # YoloBoxesEncodeKernelNpu.cpp: MAX_ANCHOR_BOX_SIZE
 YOLO_EPS = 1e-6
+YOLO_RATIO_MAX = 65504.0   # the kernel's upper clamp of the size ratios (float16 max)
 
 
 def _expect_n4(op, name, t):
@@ -63,13 +64,21 @@ def check_yolo_boxes_encode(self, gt_bboxes, stride, performance_mode=False):
 
 def yolo_boxes_encode_reference(self, gt_bboxes, stride, performance_mode=False):
     b, g = self.float(), gt_bboxes.float()
-    s = stride.float()
+    if performance_mode:
+        # "high_performance" moves the boxes through float16 (and the result back out).
+        b, g = b.half().float(), g.half().float()
+    # The kernel converts the int32 strides to float16, then to float32.
+    s = stride.to(torch.float16).float()
     centre = lambda t, i: (t[:, i] + t[:, i + 2]) * 0.5  # noqa: E731
     size = lambda t, i: t[:, i + 2] - t[:, i]  # noqa: E731
     rows = [((centre(g, i) - centre(b, i)) / s + 0.5).clamp(YOLO_EPS, 1 - YOLO_EPS)
             for i in (0, 1)]
-    rows += [torch.log((size(g, i) / size(b, i)).clamp_min(YOLO_EPS)) for i in (0, 1)]
-    return torch.stack(rows, dim=1).to(gt_bboxes.dtype)
+    rows += [torch.log((size(g, i) / size(b, i)).clamp(YOLO_EPS, YOLO_RATIO_MAX))
+             for i in (0, 1)]
+    out = torch.stack(rows, dim=1)
+    if performance_mode:
+        out = out.half().float()
+    return out.to(gt_bboxes.dtype)
 
 
 yolo_op = NpuOp(YOLO_SCHEMA, namespace=TORCH_NPU_NS, check=check_yolo_boxes_encode,
@@ -84,7 +93,7 @@ def npu_yolo_boxes_encode(self, gt_bboxes, stride, performance_mode=False):
     Formula (per row; ``eps = 1e-6``)::
 
         x_t = clamp((gcx - cx) / stride + 0.5, eps, 1 - eps)      (y_t alike)
-        w_t = log(max(gw / w, eps));  h_t = log(max(gh / h, eps))
+        w_t = log(clamp(gw / w, eps, 65504));  h_t = log(clamp(gh / h, eps, 65504))
         with cx = (x1 + x2) / 2, w = x2 - x1 for anchors and ground truths alike
 
     Parameters
@@ -96,7 +105,8 @@ def npu_yolo_boxes_encode(self, gt_bboxes, stride, performance_mode=False):
     stride : Tensor
         ``(N,)`` int32 strides of each box's feature level.
     performance_mode : bool
-        The kernel's "high_performance" mode (``False``: "high_precision"); the same values here.
+        ``True``: the kernel's "high_performance" mode, which passes the boxes and the result
+        through float16 (errors up to about 5e-3); ``False``: "high_precision" (float32).
 
     Returns
     -------
@@ -106,8 +116,9 @@ def npu_yolo_boxes_encode(self, gt_bboxes, stride, performance_mode=False):
     Notes
     -----
     The seed doc page is a copy of ``npu_transpose``'s; the schema and the checks are
-    op-plugin's (YoloBoxesEncodeKernelNpu.cpp), the formula the YOLO box coder that
-    test/test_base_ops/test_yolo_boxes_encode.py's golden follows.  No backward.
+    op-plugin's (YoloBoxesEncodeKernelNpu.cpp), the formula and precision order CANN's
+    yolo_boxes_encode kernel (float32 math, strides converted through float16, ratio clamp
+    [1e-6, 65504]); test/test_base_ops/test_yolo_boxes_encode.py's golden agrees.  No backward.
 
     Examples
     --------
