@@ -195,3 +195,44 @@ def _fused_causal() -> None:
 
 
 _fused_causal()
+
+
+def _deformable() -> None:
+    def args(dtype=torch.float32, modulated=True, dg=2):
+        x = _rand(1, 4, 5, 6, dtype=dtype)
+        w = _rand(6, 2, 2, 3, dtype=dtype, seed=1)
+        off = (_rand(1, dg * 6 * (3 if modulated else 2), 5, 3, seed=2) * 1.3).to(dtype)
+        return (x, w, off, _rand(6, dtype=dtype, seed=3), [2, 3], [1, 1, 1, 2],
+                [1, 0, 0, 1], [1, 1, 1, 1], 2, dg, modulated), {}
+
+    e = _entry("npu_deformable_conv2d")
+    e.samples += [
+        Sample("bf16_unmodulated", lambda: args(torch.bfloat16, False, 1)),
+        Sample("fp64_modulated_groups", lambda: args(torch.float64), differentiable=True),
+    ]
+    e.errors += [
+        ErrorSample("offset_shape", lambda: ((*args()[0][:2], _rand(1, 36, 4, 3),
+                                              *args()[0][3:]), {}), RuntimeError,
+                    "npu_deformable_conv2d: expected offset the shape"),
+        ErrorSample("stride_nc", lambda: ((*args()[0][:5], [2, 1, 1, 2], *args()[0][6:]), {}),
+                    ValueError, "npu_deformable_conv2d: expected stride 1 in its N and C"),
+        ErrorSample("deformable_groups", lambda: ((*args()[0][:9], 3, True), {}), ValueError,
+                    "npu_deformable_conv2d: expected deformable_groups a positive divisor"),
+    ]
+
+    def grad_args(dtype=torch.float32):
+        (x, w, off, _b, *rest), _ = args(dtype)
+        grad = _rand(1, 6, 5, 3, dtype=dtype, seed=4)
+        deform = _rand(1, 4, 10, 9, dtype=dtype, seed=5)
+        return (x, grad, deform, w, off, *rest), {}
+
+    e = _entry("npu_deformable_conv2dbk")
+    e.samples += [Sample("fp16", lambda: grad_args(torch.float16))]
+    e.errors += [
+        ErrorSample("offset_out_shape", lambda: ((*grad_args()[0][:2], _rand(1, 4, 10, 8),
+                                                  *grad_args()[0][3:]), {}), RuntimeError,
+                    "npu_deformable_conv2dbk: expected offset_out the shape"),
+    ]
+
+
+_deformable()
