@@ -174,3 +174,33 @@ def test_gradcheck_bidirectional_packed():
         return out[:3]
 
     torch.autograd.gradcheck(fn, (x, h0, c0, *params), fast_mode=True)
+
+
+@pytest.mark.parametrize("bidirectional,batch_first,packed,train", [
+    (True, True, False, True), (False, False, True, False), (True, False, True, True)])
+def test_fake_kernel_matches_eager_metadata(bidirectional, batch_first, packed, train):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    lstm = model(layers=2, bidirectional=bidirectional)
+    dirs = 2 if bidirectional else 1
+    x = torch.randn(*((B, T, I) if batch_first else (T, B, I)), dtype=torch.float64)
+    kw = dict(batch_first=batch_first)
+    if packed:
+        x, kw["batch_sizes"] = x.reshape(T * B, I), torch.tensor([3, 2, 2])
+    args = [x, states(dirs * 2), [p.detach() for p in lstm._flat_weights], True, 2, 0.0, train,
+            bidirectional]
+    eager = na._lstm_npu(*args, **kw)
+    calls = [(torch.ops.npu._lstm_npu, args, kw, eager)]
+    if train:
+        grads = [torch.ones_like(t) for t in eager[:3]]
+        back_args = [*grads, *args[:3], *eager[3:], *args[3:]]
+        calls.append((torch.ops.npu._lstm_npu_backward, back_args, kw,
+                      na._lstm_npu_backward(*back_args, **kw)))
+    mode = FakeTensorMode()
+    conv = lambda v: mode.from_tensor(v) if isinstance(v, torch.Tensor) else (  # noqa: E731
+        [mode.from_tensor(t) for t in v] if isinstance(v, list) else v)
+    for op, a, k, want in calls:
+        with mode:
+            fake = op(*[conv(v) for v in a], **{n: conv(v) for n, v in k.items()})
+        flat = lambda o: [t for v in o for t in (v if isinstance(v, (list, tuple)) else [v])]  # noqa
+        for f, e in zip(flat(fake), flat(want)):
+            assert (f.shape, f.dtype, f.stride()) == (e.shape, e.dtype, e.stride())

@@ -100,14 +100,27 @@ def gru_backward_reference(grady, gradh, input, weight_input, weight_hidden, bia
         input, weight_input, weight_hidden, hx.reshape(batch, hidden), h_output, output_updata,
         output_reset, output_new, hidden_new, dy, dh)
     dt = input.dtype
-    return (dw_x.to(dt), dw_h.to(dt), dx.to(dt), db_x.to(dt), db_h.to(dt),
-            dh0.reshape(hx.shape).to(dt))
+    return tuple(t.to(dt).contiguous() for t in (dw_x, dw_h, dx, db_x, db_h,
+                                                  dh0.reshape(hx.shape)))
 
 
+def gru_fake(input, hx, weight_input, weight_hidden, bias_input, *rest):
+    shape = (input.shape[0], input.shape[1], bias_input.shape[0] // 3)
+    return tuple(input.new_empty(shape, dtype=bias_input.dtype) for _ in range(6))
+
+
+def gru_backward_fake(grady, gradh, input, weight_input, weight_hidden, bias_input,
+                      bias_hidden, seq_length, hx, *saved):
+    return tuple(input.new_empty(t.shape) for t in (weight_input, weight_hidden, input,
+                                                    bias_input, bias_hidden, hx))
+
+
+# fake kernels: the output shapes, without tracing the time loop
 gru_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_gru, reference=gru_reference,
-               metadata_check=True, info=OpInfo(api="torch_npu"))
+               fake=gru_fake, metadata_check=True, info=OpInfo(api="torch_npu"))
 gru_backward_op = NpuOp(BACKWARD_SCHEMA, namespace=TORCH_NPU_NS, check=check_gru_backward,
-                        reference=gru_backward_reference, metadata_check=True,
+                        reference=gru_backward_reference, fake=gru_backward_fake,
+                        metadata_check=True,
                         info=OpInfo(api="torch_npu", backward_of=OP))
 
 

@@ -130,16 +130,30 @@ def lstm_grads(grady, gradh, gradc, input, weight, bias, hx, cx, h_output, c_out
             dh0.unsqueeze(0).to(dt), dc0.unsqueeze(0).to(dt))
 
 
+def lstm_fake(input, weight, bias, seq_mask, h, c, *flags):
+    length, batch, _ = input.shape
+    return tuple(input.new_empty((length, batch, bias.shape[0] // 4)) for _ in range(8))
+
+
+def lstm_backward_fake(grady, gradh, gradc, input, weight, bias, hx, cx, *saved):
+    state = (1, input.shape[1], bias.shape[0] // 4)
+    return (input.new_empty(input.shape), input.new_empty(weight.shape),
+            input.new_empty(bias.shape), input.new_empty(state), input.new_empty(state))
+
+
 def lstm_backward_reference(grady, gradh, gradc, input, weight, bias, hx, cx, y_output,
                             h_output, c_output, i, j, f, o, tanhc):
     return lstm_grads(grady, gradh, gradc, input, weight, bias, hx, cx, h_output, c_output,
                       (i, j, f, o, tanhc), None, False)
 
 
+# The fake kernels state the output shapes instead of tracing the time loop (much cheaper
+# under FakeTensor and symbolic shapes; the reference traces too).
 lstm_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_lstm, reference=lstm_reference,
-                metadata_check=True, info=OpInfo(api="torch_npu"))
+                fake=lstm_fake, metadata_check=True, info=OpInfo(api="torch_npu"))
 lstm_backward_op = NpuOp(BACKWARD_SCHEMA, namespace=TORCH_NPU_NS, check=check_lstm_backward,
-                         reference=lstm_backward_reference, metadata_check=True,
+                         reference=lstm_backward_reference, fake=lstm_backward_fake,
+                         metadata_check=True,
                          info=OpInfo(api="torch_npu", backward_of=OP))
 
 

@@ -103,16 +103,29 @@ def lstm_cell_backward_reference(grady, gradh, gradc, input, w_ih, w_hh, h, c, y
         i, j, f, o, tanhc, dy, gradh if gradh is not None else zeros,
         gradc if gradc is not None else zeros, None, False)
     dt = input.dtype
-    return (dx[0].to(dt), dw_ih.to(dt), dw_hh.to(dt), db.to(dt), db.to(dt).clone(), dh.to(dt),
-            dc.to(dt))
+    return (dx[0].to(dt), dw_ih.to(dt).contiguous(), dw_hh.to(dt).contiguous(), db.to(dt),
+            db.to(dt).clone(), dh.to(dt), dc.to(dt))
+
+
+def lstm_cell_fake(input, w_ih, w_hh, h, c, b_ih=None, b_hh=None):
+    step = (1, input.shape[0], w_hh.shape[1] // 4)
+    return (input.new_empty(step), input.new_empty(step[1:]), input.new_empty(step[1:]),
+            *(input.new_empty(step) for _ in range(5)))
+
+
+def lstm_cell_backward_fake(grady, gradh, gradc, input, w_ih, w_hh, h, c, *saved):
+    bias = (w_hh.shape[1],)
+    return tuple(input.new_empty(s) for s in (input.shape, w_ih.shape, w_hh.shape, bias, bias,
+                                              h.shape, c.shape))
 
 
 lstm_cell_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_lstm_cell,
-                     reference=lstm_cell_reference, metadata_check=True,
+                     reference=lstm_cell_reference, fake=lstm_cell_fake, metadata_check=True,
                      info=OpInfo(api="torch_npu"))
 lstm_cell_backward_op = NpuOp(BACKWARD_SCHEMA, namespace=TORCH_NPU_NS,
                               check=check_lstm_cell_backward,
-                              reference=lstm_cell_backward_reference, metadata_check=True,
+                              reference=lstm_cell_backward_reference,
+                              fake=lstm_cell_backward_fake, metadata_check=True,
                               info=OpInfo(api="torch_npu", backward_of=OP))
 
 

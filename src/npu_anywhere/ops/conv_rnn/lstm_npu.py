@@ -70,7 +70,8 @@ class _Layout:
         """A time-major ``[T, B, F]`` result in the caller's layout."""
         if self.packed:
             return y.reshape(-1, y.shape[-1]) if like_input else y
-        return y.transpose(0, 1) if self.batch_first else y
+        # the NPU allocates batch-first results as such (contiguous)
+        return y.transpose(0, 1).contiguous() if self.batch_first else y
 
     def mask(self, batch_sizes, device):
         if not self.packed:
@@ -232,8 +233,8 @@ def lstm_npu_backward_reference(grad_y, grad_hy, grad_cy, input, hx, params, i, 
                 tanhc[k], dy_cell, grad_hy[k], grad_cy[k], mask, d == 1)
             d_in = dx if d_in is None else d_in + dx
             base = k * lay.per_cell
-            dparams[base] = dw_x.t().to(params[base].dtype)
-            dparams[base + 1] = dw_h.t().to(params[base + 1].dtype)
+            dparams[base] = dw_x.t().to(params[base].dtype).contiguous()
+            dparams[base + 1] = dw_h.t().to(params[base + 1].dtype).contiguous()
             if lay.per_cell == 4:
                 dparams[base + 2] = db.to(params[base + 2].dtype)
                 dparams[base + 3] = db.to(params[base + 3].dtype).clone()   # no aliasing
@@ -242,12 +243,41 @@ def lstm_npu_backward_reference(grad_y, grad_hy, grad_cy, input, hx, params, i, 
     return dx, [torch.stack(dh0).to(dt), torch.stack(dc0).to(dt)], dparams
 
 
+def lstm_npu_fake(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                  batch_first=False, batch_sizes=None):
+    lay = _Layout(input, params, has_biases, num_layers, bidirectional, batch_first,
+                  batch_sizes)
+    final = (lay.dirs * num_layers, lay.batch, lay.hidden)
+    new = input.new_empty
+    # made time-major and restored as the reference does, strides included
+    out = lay.restore(new((lay.steps, lay.batch, lay.dirs * lay.hidden)), False)
+    if not train:
+        return (out, new(final), new(final), *(new((0,)) for _ in range(4)),
+                new(final), new(final), new((0,)))
+    steps = (final[0], lay.steps, lay.batch, lay.hidden)
+    return (out, new(final), new(final), *(new(steps) for _ in range(7)))
+
+
+def lstm_npu_backward_fake(grad_y, grad_hy, grad_cy, input, hx, params, i, j, f, o, h, c,
+                           tanhc, has_biases, num_layers, dropout, train, bidirectional,
+                           batch_first=False, batch_sizes=None):
+    lay = _Layout(input, params, has_biases, num_layers, bidirectional, batch_first,
+                  batch_sizes)
+    # dx is made time-major and restored as the reference does, strides included
+    dx = lay.restore(input.new_empty((lay.steps, lay.batch, input.shape[-1])), True)
+    cells = grad_hy.shape
+    return (dx, [input.new_empty(cells), input.new_empty(cells)],
+            [p.new_empty(p.shape) for p in params])
+
+
+# fake kernels: the output shapes, without tracing the layers' time loops
 lstm_npu_op = NpuOp(SCHEMA, namespace=TORCH_NPU_NS, check=check_lstm_npu,
-                    reference=lstm_npu_reference, metadata_check=True,
+                    reference=lstm_npu_reference, fake=lstm_npu_fake, metadata_check=True,
                     info=OpInfo(api="torch_npu"))
 lstm_npu_backward_op = NpuOp(BACKWARD_SCHEMA, namespace=TORCH_NPU_NS,
                              check=check_lstm_npu_backward,
-                             reference=lstm_npu_backward_reference, metadata_check=True,
+                             reference=lstm_npu_backward_reference,
+                             fake=lstm_npu_backward_fake, metadata_check=True,
                              info=OpInfo(api="torch_npu", backward_of=OP))
 
 
