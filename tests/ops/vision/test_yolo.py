@@ -129,7 +129,7 @@ def assign_golden(inds, overlaps, flags, max_ov, argmax_ov, gt_max, gt_argmax, n
                   pos_thr, min_pos, assign_all):
     """mmdet's GridAssigner positive steps, as loops."""
     out = inds.double().tolist()
-    resp = [f == 1 for f in flags.tolist()]
+    resp = [f != 0 for f in flags.tolist()]
     for i, (m, a) in enumerate(zip(max_ov.tolist(), argmax_ov.tolist())):
         if m > pos_thr and resp[i]:
             out[i] = a + 1
@@ -140,7 +140,7 @@ def assign_golden(inds, overlaps, flags, max_ov, argmax_ov, gt_max, gt_argmax, n
                 for i in range(len(out)):
                     if ov[j][i] == gt_max[j].item() and resp[i]:
                         out[i] = j + 1
-            elif resp[int(gt_argmax[j])]:
+            elif flags[int(gt_argmax[j])] == 1:
                 out[int(gt_argmax[j])] = j + 1
     return torch.tensor(out, dtype=torch.float64)
 
@@ -149,7 +149,7 @@ def assign_inputs(k, n, seed, dtype=torch.float32):
     gen = torch.Generator().manual_seed(seed)
     overlaps = torch.rand(k, n, generator=gen).to(dtype)
     overlaps[1, 3] = overlaps[1].max()           # a tie at ground truth 1's best IoU
-    flags = (torch.rand(n, generator=gen) > 0.3).to(torch.uint8)
+    flags = (torch.rand(n, generator=gen) * 3).to(torch.uint8)   # 0, 1 and 2 (also set)
     max_ov, argmax_ov = overlaps.max(0)
     gt_max, gt_argmax = overlaps.max(1)
     inds = torch.randint(-1, 1, (n,), generator=gen).to(dtype)
@@ -202,4 +202,7 @@ def test_assign_checks():
     args = list(assign_inputs(3, 6, 1))
     args[5] = args[5][:2]
     with pytest.raises(RuntimeError, match="expected gt_max_overlaps shape \\(3,\\)"):
+        na.npu_grid_assign_positive(*args, 3, 0.5, 0.0, True)
+    args = list(assign_inputs(256, 4, 1))
+    with pytest.raises(RuntimeError, match="expected overlaps fewer than 256 rows"):
         na.npu_grid_assign_positive(*args, 3, 0.5, 0.0, True)

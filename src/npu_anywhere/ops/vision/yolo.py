@@ -31,6 +31,7 @@ _FLOATS = (torch.float16, torch.float32)
 _INDEX_DTYPES = (torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
 MAX_ANCHORS = 20480        # YoloBoxesEncodeKernelNpu.cpp: MAX_ANCHOR_BOX_SIZE
 YOLO_EPS = 1e-6
+MAX_GTS = 256              # grid_assign_positive kernel: overlaps.shape[0] < 256
 YOLO_RATIO_MAX = 65504.0   # the kernel's upper clamp of the size ratios (float16 max)
 
 
@@ -242,7 +243,8 @@ def check_grid_assign_positive(self, overlaps, box_responsible_flags, max_overla
     # op-plugin's own check (any integral dtype but int64; the kernel takes int32).
     checks.expect_dtype(argmax_overlaps, _INDEX_DTYPES, op, "argmax_overlaps")
     checks.expect_dtype(gt_argmax_overlaps, _INDEX_DTYPES, op, "gt_argmax_overlaps")
-    checks.expect(num_gts >= 0, op, "num_gts", "non-negative", repr(num_gts), ValueError)
+    checks.expect(k < MAX_GTS, op, "overlaps", f"fewer than {MAX_GTS} rows (ground truths)",
+                  lambda: f"shape {tuple(overlaps.shape)}", ValueError)
     checks.expect_same_device({"self": self, "overlaps": overlaps,
                                "box_responsible_flags": box_responsible_flags,
                                "max_overlaps": max_overlaps, "argmax_overlaps": argmax_overlaps,
@@ -254,13 +256,14 @@ def grid_assign_positive_reference(self, overlaps, box_responsible_flags, max_ov
                                    argmax_overlaps, gt_max_overlaps, gt_argmax_overlaps,
                                    num_gts, pos_iou_thr, min_pos_iou, gt_max_assign_all):
     n, dtype = self.shape[0], self.dtype
-    responsible = box_responsible_flags == 1
+    # The kernel reads a flag as set when non-zero, except in the argmax-only step (== 1).
+    responsible = box_responsible_flags != 0
     # Positive boxes: the best ground truth's 1-based index.
     positive = (max_overlaps > pos_iou_thr) & responsible
     out = torch.where(positive, (argmax_overlaps.long() + 1).to(dtype), self)
     # Low-quality matches, ground truth by ground truth in order (a later one wins); the
-    # kernel loops over num_gts rows, here at most the k rows overlaps has.
-    k = min(int(num_gts), overlaps.shape[0])
+    # kernel loops over num_gts rows, clamped to the k rows overlaps has.
+    k = max(min(int(num_gts), overlaps.shape[0]), 0)
     ids = torch.arange(1, k + 1, device=self.device)
     eligible = gt_max_overlaps[:k] > min_pos_iou
     if gt_max_assign_all:
@@ -270,7 +273,8 @@ def grid_assign_positive_reference(self, overlaps, box_responsible_flags, max_ov
         target = gt_argmax_overlaps[:k].long()
         inside = (target >= 0) & (target < n)
         target = target.clamp(0, max(n - 1, 0))
-        ok = eligible & inside & responsible[target] if n else eligible & inside
+        flagged = box_responsible_flags[target] == 1 if n else inside
+        ok = eligible & inside & flagged
         winner = torch.zeros(n, dtype=torch.long, device=self.device)
         winner = winner.scatter_reduce(0, target, torch.where(ok, ids, 0), "amax")
     return torch.where(winner > 0, winner.to(dtype), out)
@@ -287,21 +291,21 @@ def npu_grid_assign_positive(self, overlaps, box_responsible_flags, max_overlaps
                              pos_iou_thr, min_pos_iou, gt_max_assign_all):
     """Positive assignment step of the YOLO grid assigner.
 
-    Formula (boxes ``i``, ground truths ``j``; ``responsible = box_responsible_flags == 1``)::
+    Formula (boxes ``i``, ground truths ``j``; ``responsible = box_responsible_flags != 0``)::
 
         out = self
         out[i] = argmax_overlaps[i] + 1      where max_overlaps[i] > pos_iou_thr and responsible[i]
         for j in range(min(num_gts, k)), in order, if gt_max_overlaps[j] > min_pos_iou:
             gt_max_assign_all:  out[i] = j + 1 for every responsible i with
                                 overlaps[j, i] == gt_max_overlaps[j]
-            otherwise:          out[gt_argmax_overlaps[j]] = j + 1 if that box is responsible
+            otherwise:          out[b] = j + 1 for b = gt_argmax_overlaps[j] if its flag == 1
 
     Parameters
     ----------
     self : Tensor
         ``(n,)`` float16 / float32 assigned indices so far (``assigned_gt_inds``).
     overlaps : Tensor
-        ``(k, n)`` IoU of ground truths and boxes, ``self``'s dtype.
+        ``(k, n)`` IoU of ground truths and boxes, ``self``'s dtype; ``k < 256``.
     box_responsible_flags : Tensor
         ``(n,)`` uint8.
     max_overlaps, argmax_overlaps : Tensor
@@ -309,7 +313,8 @@ def npu_grid_assign_positive(self, overlaps, box_responsible_flags, max_overlaps
     gt_max_overlaps, gt_argmax_overlaps : Tensor
         ``overlaps.max(1)`` values and indices (int32), ``(k,)``.
     num_gts : int
-        Number of real ground truths (rows beyond ``k`` are ignored).
+        Number of real ground truths (clamped to ``k``; a one-element int tensor, as the newer
+        doc's example passes, is accepted too).
     pos_iou_thr, min_pos_iou : float
         IoU threshold of positives; minimum IoU of a low-quality match.
     gt_max_assign_all : bool
@@ -323,8 +328,9 @@ def npu_grid_assign_positive(self, overlaps, box_responsible_flags, max_overlaps
     Notes
     -----
     The seed doc's description is a copy of another op's.  Source: op-plugin
-    GridAssignPositiveKernelNpu.cpp and CANN's grid_assign_positive kernel (which compares
-    flags with 1 and lets a later ground truth overwrite an earlier one).  No backward.
+    GridAssignPositiveKernelNpu.cpp and CANN's grid_assign_positive kernel: flags count when
+    non-zero (exactly 1 in the argmax-only step), ``num_gts`` is clamped to ``k``, and a later
+    ground truth overwrites an earlier one.  No backward.
 
     Examples
     --------
