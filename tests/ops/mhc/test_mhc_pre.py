@@ -154,8 +154,8 @@ def test_gradcheck_float64():
 @pytest.mark.parametrize("change,match,error", [
     (dict(x=torch.zeros(2, 5, 16, dtype=torch.bfloat16)), "expected x n \\(its size\\(-2\\)\\)",
      ValueError),
-    (dict(x=torch.zeros(2, 4, 24, dtype=torch.bfloat16)), "expected x D \\(its last size\\) a multiple",
-     ValueError),
+    (dict(x=torch.zeros(2, 4, 24, dtype=torch.bfloat16)),
+     "expected x D \\(its last size\\) a multiple", ValueError),
     (dict(x=torch.zeros(2, 4, 16)), "expected x dtype in", TypeError),
     (dict(alpha=torch.ones(4)), "expected alpha a 1-D tensor of 3", ValueError),
     (dict(bias=torch.zeros(23)), "expected bias the shape", RuntimeError),

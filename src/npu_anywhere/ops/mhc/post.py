@@ -50,11 +50,12 @@ def _check_operands(op, x, h_res, h_out, h_post):
     checks.expect(x.dim() in (3, 4), op, "x", "a 3-D or 4-D tensor" + _native(
                   "x dim must be 3 or 4"), lambda: f"shape {list(x.shape)}", ValueError)
     lead, n, d = tuple(x.shape[:-2]), x.shape[-2], x.shape[-1]
+    dims = x.dim() - 1
     checks.expect(tuple(h_out.shape) == lead + (d,), op, "h_out", lambda: f"the shape "
-                  f"{list(lead + (d,))} of x without n" + _native(f"h_out dim must be {x.dim() - 1}"),
+                  f"{list(lead + (d,))} of x without n" + _native(f"h_out dim must be {dims}"),
                   lambda: f"shape {list(h_out.shape)}", RuntimeError)
     checks.expect(tuple(h_post.shape) == lead + (n,), op, "h_post", lambda: f"the shape "
-                  f"{list(lead + (n,))} of x without D" + _native(f"h_post dim must be {x.dim() - 1}"),
+                  f"{list(lead + (n,))} of x without D" + _native(f"h_post dim must be {dims}"),
                   lambda: f"shape {list(h_post.shape)}", RuntimeError)
     if h_res is not None:
         checks.expect(h_res.dtype in f32, op, "h_res",
