@@ -120,3 +120,61 @@ def test_compress_infer_bad_inputs_leave_cache_untouched():
             na.npu_nsa_compress_infer(x, torch.randn(16, 1, dtype=torch.float16),
                                       torch.tensor([0], dtype=torch.int32), 16, 16, 16,
                                       block_table=table, actual_seq_len=[16], cache=cache)
+
+
+def _compress_attention_golden(q, k, v, scale, sbs, count, cbs, stride, lens, table):
+    """Per batch and head in float64; the block scores summed window by window."""
+    bsz, n1, _ = q.shape
+    n2 = k.shape[2]
+    g = n1 // n2
+    m, nc = sbs // stride, cbs // stride
+    out = torch.zeros(bsz, n1, v.shape[3], dtype=torch.float64)
+    topk = []
+    for b in range(bsz):
+        keys = torch.stack([_token(k, table, b, p).double() for p in range(lens[b])])
+        vals = torch.stack([_token(v, table, b, p).double() for p in range(lens[b])])
+        probs = []
+        for h in range(n1):
+            p = torch.softmax(keys[:, h // g] @ q[b, h].double() * scale, 0)
+            out[b, h] = p @ vals[:, h // g]
+            probs.append(p)
+        sel = -(-((lens[b] - 1) * stride + cbs) // sbs)
+        rows = []
+        for n in range(n2):
+            score = [0.0] * sel
+            for s in range(sel):
+                for a in range(m):          # every (a, c) pair of strides overlapping block s
+                    for c in range(nc):
+                        t = m * (s + 1) - a - c
+                        if 0 <= t < lens[b]:
+                            score[s] += sum(float(probs[h][t]) for h in range(n * g, n * g + g))
+            middle = sorted(range(1, sel - 2), key=lambda s: (-score[s], s))
+            rows.append(([0, sel - 2, sel - 1] + middle)[:count])
+        topk.append(rows)
+    return out, torch.tensor(topk, dtype=torch.int32)
+
+
+@pytest.mark.parametrize("layout", ["TND", "BSND"])
+def test_compress_attention_infer_matches_golden(layout):
+    g = torch.Generator().manual_seed(11)
+    q = torch.randn(2, 4, 16, generator=g, dtype=torch.float64)
+    k = torch.randn(6, 8, 2, 16, generator=g, dtype=torch.float64)
+    v = torch.randn(6, 8, 2, 8, generator=g, dtype=torch.float64)
+    table = torch.tensor([[5, 0, 3], [2, 4, 1]], dtype=torch.int32)
+    lens = [23, 17]
+    want, want_topk = _compress_attention_golden(q, k, v, 0.3, 64, 5, 32, 16, lens, table)
+    qi = q.unsqueeze(1).half() if layout == "BSND" else q.half()
+    out, topk = na.npu_nsa_compress_attention_infer(
+        qi, k.reshape(6, 8, 32).half(), v.reshape(6, 8, 16).half(), 0.3, 4, 2, 64, 5, 8, 32,
+        16, layout=layout, block_table=table, actual_cmp_seq_kvlen=lens)
+    assert out.dtype == torch.float16 and topk.dtype == torch.int32
+    if layout == "BSND":
+        assert out.shape == (2, 1, 4, 8) and topk.shape == (2, 1, 2, 5)
+        out, topk = out[:, 0], topk[:, 0]
+    torch.testing.assert_close(out.double(), want, rtol=1e-2, atol=1e-2)
+    assert torch.equal(topk[..., :3], want_topk[..., :3])
+    # ranking of the rest on float64 inputs is exact
+    _, topk64 = na.npu_nsa_compress_attention_infer(
+        q, k.reshape(6, 8, 32), v.reshape(6, 8, 16), 0.3, 4, 2, 64, 5, 8, 32, 16,
+        block_table=table, actual_cmp_seq_kvlen=lens)
+    assert torch.equal(topk64, want_topk)

@@ -129,7 +129,7 @@ def check_nsa_compress_attention(query, key, value, scale_value, head_num, compr
                       "batch lengths of at most 14000", repr(cmp_lens), ValueError)
 
 
-def _overlap_weights(cmp_len: int, sel_len: int, m: int, n_c: int, dtype, device):
+def overlap_weights(cmp_len: int, sel_len: int, m: int, n_c: int, dtype, device):
     """``[cmp_len, sel_len]``: weight ``c_j`` of compressed token ``t`` in selection block
     ``s``, where ``j = m * (s + 1) - t`` (zero outside ``0 <= j < m + n_c - 1``)."""
     taps = m + n_c - 1
@@ -174,7 +174,7 @@ def nsa_compress_attention_reference(query, key, value, scale_value, head_num,
         # npu_fusion_attention's TND order): batch rows hold head 0's tokens, then head 1's...
         row_max[qs:qs + ql] = mx.reshape(ql, n1)
         row_sum[qs:qs + ql] = total.reshape(ql, n1)
-        weights = _overlap_weights(kl, sl, m, n_c, ct, query.device)
+        weights = overlap_weights(kl, sl, m, n_c, ct, query.device)
         score = torch.matmul(p, weights).view(n2, g, ql, sl).sum(dim=1)     # [N2, L1, sel]
         if topk_mask is not None:
             score = score.masked_fill(topk_mask[:ql, :sl].to(torch.bool), _FORCED_SCORE)

@@ -196,3 +196,30 @@ def _compress_infer() -> None:
 
 _select_infer()
 _compress_infer()
+
+
+def _compress_attention_infer_args(**kw):
+    q = _t(2, 4, 16, seed=18)
+    k = _t(5, 8, 32, seed=19)                  # [blocks, page, N2 * D]
+    v = _t(5, 8, 16, seed=20)                  # Dv = 8
+    args = dict(block_table=torch.tensor([[3, 0, 4], [1, 2, 0]], dtype=_I32),
+                actual_cmp_seq_kvlen=[20, 13])
+    args.update(kw)
+    return (q, k, v, 0.25, 4, 2, 32, 4, 8, 32, 16), args
+
+
+def _compress_attention_infer() -> None:
+    e = _entry("npu_nsa_compress_attention_infer")
+    e.samples += [Sample("tnd_fp16", lambda: _compress_attention_infer_args())]
+    e.errors += [
+        ErrorSample("count", lambda: ((_t(2, 4, 16), _t(5, 8, 32), _t(5, 8, 16), 0.25, 4, 2, 32,
+                                       15, 8, 32, 16), _compress_attention_infer_args()[1]),
+                    ValueError, "npu_nsa_compress_attention_infer: expected select_block_count "
+                                "at most each batch's selection block count \\(11\\)"),
+        ErrorSample("topk_mask", lambda: _compress_attention_infer_args(
+            topk_mask=torch.ones(1, 4, dtype=torch.bool)), ValueError,
+            "npu_nsa_compress_attention_infer: expected topk_mask None"),
+    ]
+
+
+_compress_attention_infer()
