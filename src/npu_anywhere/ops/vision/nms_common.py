@@ -15,6 +15,8 @@ def greedy_keep(suppresses: torch.Tensor, limit: int | None = None) -> list[int]
     ``j > i`` is read.  At most ``limit`` positions are kept (``None``: no limit).
     """
     n = suppresses.shape[0]
+    if limit == 0:
+        return []
     rows = suppresses.cpu().tolist()
     removed = [False] * n
     kept: list[int] = []

@@ -157,7 +157,11 @@ def nms_rotated_reference(self, scores, iou_threshold, scores_threshold=0, max_o
 
 def _nms_rotated_fake(self, scores, iou_threshold, scores_threshold=0, max_output_size=-1,
                       mode=0):
-    kept = torch.library.get_ctx().new_dynamic_size()
+    # the kept count is data: a fresh size, unless nothing can be kept
+    if max_output_size == 0 or self.shape[0] == 0:
+        kept = 0
+    else:
+        kept = torch.library.get_ctx().new_dynamic_size(max=self.shape[0])
     return (self.new_empty(kept, dtype=torch.int32), self.new_empty(1, dtype=torch.int32))
 
 

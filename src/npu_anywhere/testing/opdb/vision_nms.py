@@ -70,10 +70,16 @@ def _rotated(n, seed=3):
 
 
 def _nms_rotated() -> None:
-    # No samples: the kept count sizes the output, which a FakeTensorMode without a ShapeEnv
-    # (the generic tests') cannot represent; tests/ops/vision/test_nms_rotated.py traces it
-    # under a ShapeEnv and compiles it.  The errors are raised before any size is drawn.
+    # The kept count sizes the output, which a FakeTensorMode without a ShapeEnv (the generic
+    # tests') cannot represent, so the samples are the calls whose size is known: nothing to
+    # keep.  tests/ops/vision/test_nms.py traces the data-dependent case under a ShapeEnv.
     e = _entry("npu_nms_rotated")
+    e.samples += [
+        # first: the argument fuzz mutates it, and with no boxes every variant stays sized
+        Sample("no_boxes_fp16_xyxya", lambda: ((torch.zeros(0, 5).half(), torch.zeros(0).half(),
+                                                0.5), dict(mode=1))),
+        Sample("limit_zero", lambda: ((_rotated(4), _scores(4), 0.2), dict(max_output_size=0))),
+    ]
     e.errors += [
         ErrorSample("mode", lambda: ((_rotated(3), _scores(3), 0.5), dict(mode=2)), ValueError,
                     "npu_nms_rotated: expected mode one of \\[0, 1\\]"),
@@ -182,3 +188,54 @@ _nms_with_mask()
 _nms_rotated()
 _roi_align()
 _ps_roi_pooling()
+
+
+def _batch_nms() -> None:
+    def args(dtype=torch.float32, q=1, transpose=False, **kw):
+        boxes = torch.stack([_boxes(14, seed=s) for s in range(2 * q)]).reshape(2, q, 14, 4)
+        boxes = boxes.permute(0, 1, 3, 2) if transpose else boxes.permute(0, 2, 1, 3)
+        scores = torch.rand(2, 14, 3, generator=_gen(4))
+        return ((boxes.contiguous().to(dtype), scores.to(dtype), 0.2, 0.4, 3, 5),
+                dict(transpose_box=transpose, **kw))
+
+    e = _entry("npu_batch_nms")
+    e.samples += [Sample("fp32_shared_boxes", args),
+                  Sample("fp16_per_class_transposed",
+                         lambda: args(torch.float16, 3, True, change_coordinate_frame=True))]
+    e.errors += [
+        ErrorSample("batch_mismatch", lambda: ((torch.rand(8, 2, 4, 4), torch.rand(3, 2, 4), 0.3,
+                                                0.5, 3, 4), {}), RuntimeError,
+                    "npu_batch_nms: expected scores of shape \\[batch, num_anchors"),
+        ErrorSample("q", lambda: ((torch.rand(1, 2, 2, 4), torch.rand(1, 2, 3), 0.3, 0.5, 3, 4),
+                                  {}), RuntimeError,
+                    "npu_batch_nms: expected self q equal to 1 or num_classes = 3"),
+        ErrorSample("iou_threshold", lambda: ((torch.rand(1, 2, 1, 4), torch.rand(1, 2, 1), 0.3,
+                                               1.5, 3, 4), {}), ValueError,
+                    "npu_batch_nms: expected iou_threshold in \\[0, 1\\]"),
+        ErrorSample("scores_dtype", lambda: ((torch.rand(1, 2, 1, 4), torch.rand(1, 2, 1).half(),
+                                              0.3, 0.5, 3, 4), {}), TypeError,
+                    "npu_batch_nms: expected scores dtype in"),
+    ]
+
+
+def _random_choice() -> None:
+    def mask(shape=(3, 5), seed=13):
+        return torch.rand(*shape, generator=_gen(seed)) > 0.5
+
+    e = _entry("npu_random_choice_with_mask")
+    # seeded calls: the generic tests compare eager with compiled values, which a draw from
+    # the global generator would not repeat
+    e.samples += [Sample("two_d_seeded", lambda: ((mask(), 4, 7, 1), {})),
+                  Sample("one_d_more_than_nnz", lambda: ((mask((6,)), 9), dict(seed=3)))]
+    e.errors += [
+        ErrorSample("dtype", lambda: ((torch.ones(4), 2), {}), TypeError,
+                    "npu_random_choice_with_mask: expected x dtype in \\['bool'\\]"),
+        ErrorSample("count", lambda: ((mask(), 0), {}), ValueError,
+                    "npu_random_choice_with_mask: expected count > 0"),
+        ErrorSample("dims", lambda: ((torch.ones((1,) * 6, dtype=torch.bool), 2), {}),
+                    ValueError, "npu_random_choice_with_mask: expected x a tensor with 1 to 5"),
+    ]
+
+
+_batch_nms()
+_random_choice()
