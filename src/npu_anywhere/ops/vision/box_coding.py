@@ -31,8 +31,8 @@ import math
 import torch
 
 from ... import checks, targets
-from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
+from .box_coding_common import define_op, expect_n4
 
 ENCODE_OP = "npu_bounding_box_encode"
 ENCODE_SCHEMA = ("npu_bounding_box_encode(Tensor anchor_box, Tensor ground_truth_box, "
@@ -43,18 +43,12 @@ DECODE_SCHEMA = ("npu_bounding_box_decode(Tensor rois, Tensor deltas, float mean
                  "float means1, float means2, float means3, float stds0, float stds1, "
                  "float stds2, float stds3, int[1] max_shape, float wh_ratio_clip) -> Tensor")
 
-_DTYPES = (torch.float16, torch.float32)
-
-
 # ---------------------------------------------------------------------------- checks --
 
 
 def _expect_box_pair(op, first, first_name, second, second_name):
-    for name, t in ((first_name, first), (second_name, second)):
-        checks.expect_dtype(t, _DTYPES, op, name)
-        checks.expect(t.dim() == 2 and t.shape[1] == 4, op, name,
-                      "a 2-D tensor of shape (N, 4)", lambda t=t: f"shape {tuple(t.shape)}",
-                      ValueError)
+    expect_n4(op, first_name, first)
+    expect_n4(op, second_name, second)
     checks.expect(second.shape == first.shape, op, second_name,
                   lambda: f"the shape of {first_name} {tuple(first.shape)}",
                   lambda: f"shape {tuple(second.shape)}", RuntimeError)
@@ -161,14 +155,8 @@ def bounding_box_decode_reference(rois, deltas, means0, means1, means2, means3, 
     return torch.stack(boxes, dim=-1).to(rois.dtype)
 
 
-encode_op = NpuOp(ENCODE_SCHEMA, namespace=TORCH_NPU_NS, check=check_bounding_box_encode,
-                  reference=bounding_box_encode_reference, metadata_check=True,
-                  info=OpInfo(api="torch_npu"))
-encode_op.forbid_autograd("torch_npu defines no backward for it")
-decode_op = NpuOp(DECODE_SCHEMA, namespace=TORCH_NPU_NS, check=check_bounding_box_decode,
-                  reference=bounding_box_decode_reference, metadata_check=True,
-                  info=OpInfo(api="torch_npu"))
-decode_op.forbid_autograd("torch_npu defines no backward for it")
+encode_op = define_op(ENCODE_SCHEMA, check_bounding_box_encode, bounding_box_encode_reference)
+decode_op = define_op(DECODE_SCHEMA, check_bounding_box_decode, bounding_box_decode_reference)
 
 
 # ------------------------------------------------------------------ public functions --

@@ -24,21 +24,20 @@ import math
 import torch
 
 from ... import checks
-from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...params import accept_alias
+from .box_coding_common import FLOATS, define_op
 
 ENCODE_OP = "npu_rotated_box_encode"
 ENCODE_SCHEMA = "npu_rotated_box_encode(Tensor self, Tensor gt_bboxes, Tensor weight) -> Tensor"
 DECODE_OP = "npu_rotated_box_decode"
 DECODE_SCHEMA = "npu_rotated_box_decode(Tensor self, Tensor deltas, Tensor weight) -> Tensor"
 
-_DTYPES = (torch.float16, torch.float32)
 _DEG = math.pi / 180.0
 
 
 def _check(op, anchors, other, other_name, weight):
     for name, t in (("self", anchors), (other_name, other)):
-        checks.expect_dtype(t, _DTYPES, op, name)
+        checks.expect_dtype(t, FLOATS, op, name)
         checks.expect(t.dim() == 3 and t.shape[1] == 5, op, name,
                       "a 3-D tensor of shape (B, 5, N) (rows x1, y1, x2, y2, angle)",
                       lambda t=t: f"shape {tuple(t.shape)}", ValueError)
@@ -96,14 +95,8 @@ def rotated_box_decode_reference(self, deltas, weight):
     return torch.stack(rows, dim=1).to(self.dtype)
 
 
-encode_op = NpuOp(ENCODE_SCHEMA, namespace=TORCH_NPU_NS, check=check_rotated_box_encode,
-                  reference=rotated_box_encode_reference, metadata_check=True,
-                  info=OpInfo(api="torch_npu"))
-encode_op.forbid_autograd("torch_npu defines no backward for it")
-decode_op = NpuOp(DECODE_SCHEMA, namespace=TORCH_NPU_NS, check=check_rotated_box_decode,
-                  reference=rotated_box_decode_reference, metadata_check=True,
-                  info=OpInfo(api="torch_npu"))
-decode_op.forbid_autograd("torch_npu defines no backward for it")
+encode_op = define_op(ENCODE_SCHEMA, check_rotated_box_encode, rotated_box_encode_reference)
+decode_op = define_op(DECODE_SCHEMA, check_rotated_box_decode, rotated_box_decode_reference)
 
 
 def npu_rotated_box_encode(self=None, gt_bboxes=None, weight=None, **kwargs):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from ... import checks
-from ...library import TORCH_NPU_NS, NpuOp, OpInfo
+from .box_coding_common import FLOATS, define_op, expect_n4, expect_shape
 
 YOLO_OP = "npu_yolo_boxes_encode"
 YOLO_SCHEMA = ("npu_yolo_boxes_encode(Tensor self, Tensor gt_bboxes, Tensor stride, "
@@ -26,7 +26,6 @@ ASSIGN_SCHEMA = ("npu_grid_assign_positive(Tensor self, Tensor overlaps, "
                  "Tensor gt_max_overlaps, Tensor gt_argmax_overlaps, int num_gts, "
                  "float pos_iou_thr, float min_pos_iou, bool gt_max_assign_all) -> Tensor")
 
-_FLOATS = (torch.float16, torch.float32)
 # op-plugin accepts any integral dtype but int64 for the index tensors (cast to int32).
 _INDEX_DTYPES = (torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
 MAX_ANCHORS = 20480        # YoloBoxesEncodeKernelNpu.cpp: MAX_ANCHOR_BOX_SIZE
@@ -35,30 +34,18 @@ MAX_GTS = 256              # grid_assign_positive kernel: overlaps.shape[0] < 25
 YOLO_RATIO_MAX = 65504.0   # the kernel's upper clamp of the size ratios (float16 max)
 
 
-def _expect_n4(op, name, t):
-    checks.expect_dtype(t, _FLOATS, op, name)
-    checks.expect(t.dim() == 2 and t.shape[1] == 4, op, name, "a 2-D tensor of shape (N, 4)",
-                  lambda: f"shape {tuple(t.shape)}", ValueError)
-
-
-def _expect_shape(op, name, t, shape, what):
-    checks.expect(tuple(t.shape) == tuple(shape), op, name,
-                  lambda: f"shape {tuple(shape)} ({what})", lambda: f"shape {tuple(t.shape)}",
-                  RuntimeError)
-
-
 # ------------------------------------------------------------------ yolo_boxes_encode --
 
 
 def check_yolo_boxes_encode(self, gt_bboxes, stride, performance_mode=False):
-    _expect_n4(YOLO_OP, "self", self)
+    expect_n4(YOLO_OP, "self", self)
     checks.expect(self.shape[0] <= MAX_ANCHORS, YOLO_OP, "self",
                   f"at most {MAX_ANCHORS} anchor boxes", lambda: f"{self.shape[0]}", ValueError)
-    _expect_n4(YOLO_OP, "gt_bboxes", gt_bboxes)
-    _expect_shape(YOLO_OP, "gt_bboxes", gt_bboxes, self.shape, "one per anchor box")
+    expect_n4(YOLO_OP, "gt_bboxes", gt_bboxes)
+    expect_shape(YOLO_OP, "gt_bboxes", gt_bboxes, self.shape, "one per anchor box")
     checks.expect_same_dtype({"self": self, "gt_bboxes": gt_bboxes}, YOLO_OP)
     checks.expect_dtype(stride, _INDEX_DTYPES, YOLO_OP, "stride")
-    _expect_shape(YOLO_OP, "stride", stride, gt_bboxes.shape[:1], "one per gt_bboxes row")
+    expect_shape(YOLO_OP, "stride", stride, gt_bboxes.shape[:1], "one per gt_bboxes row")
     checks.expect_same_device({"self": self, "gt_bboxes": gt_bboxes, "stride": stride},
                               YOLO_OP)
 
@@ -82,10 +69,7 @@ def yolo_boxes_encode_reference(self, gt_bboxes, stride, performance_mode=False)
     return out.to(gt_bboxes.dtype)
 
 
-yolo_op = NpuOp(YOLO_SCHEMA, namespace=TORCH_NPU_NS, check=check_yolo_boxes_encode,
-                reference=yolo_boxes_encode_reference, metadata_check=True,
-                info=OpInfo(api="torch_npu"))
-yolo_op.forbid_autograd("torch_npu defines no backward for it")
+yolo_op = define_op(YOLO_SCHEMA, check_yolo_boxes_encode, yolo_boxes_encode_reference)
 
 
 def npu_yolo_boxes_encode(self, gt_bboxes, stride, performance_mode=False):
@@ -142,7 +126,7 @@ def check_anchor_response_flags(self, featmap_size, stride, num_base_anchors):
     checks.expect(self.dim() == 2 and self.shape[1] == 4, FLAGS_OP, "self",
                   "a 2-D tensor of shape (N, 4) (ground-truth boxes)",
                   lambda: f"shape {tuple(self.shape)}", ValueError)
-    checks.expect_dtype(self, _FLOATS, FLAGS_OP, "self")
+    checks.expect_dtype(self, FLOATS, FLAGS_OP, "self")
     checks.expect(all(s > 0 for s in stride), FLAGS_OP, "stride", "positive values",
                   lambda: repr(list(stride)), ValueError)
     checks.expect(all(f >= 0 for f in featmap_size), FLAGS_OP, "featmap_size",
@@ -170,10 +154,7 @@ def anchor_response_flags_reference(self, featmap_size, stride, num_base_anchors
     return hits[:, None].expand(cells, num_base_anchors).reshape(-1)
 
 
-flags_op = NpuOp(FLAGS_SCHEMA, namespace=TORCH_NPU_NS, check=check_anchor_response_flags,
-                 reference=anchor_response_flags_reference, metadata_check=True,
-                 info=OpInfo(api="torch_npu"))
-flags_op.forbid_autograd("torch_npu defines no backward for it")
+flags_op = define_op(FLAGS_SCHEMA, check_anchor_response_flags, anchor_response_flags_reference)
 
 
 def npu_anchor_response_flags(self, featmap_size, stride, num_base_anchors):
@@ -226,18 +207,18 @@ def check_grid_assign_positive(self, overlaps, box_responsible_flags, max_overla
                                argmax_overlaps, gt_max_overlaps, gt_argmax_overlaps, num_gts,
                                pos_iou_thr, min_pos_iou, gt_max_assign_all):
     op = ASSIGN_OP
-    checks.expect_dtype(self, _FLOATS, op, "self")
+    checks.expect_dtype(self, FLOATS, op, "self")
     checks.expect_dim(self, 1, op, "self")
     checks.expect_dim(overlaps, 2, op, "overlaps")
     n = self.shape[0]
     k = overlaps.shape[0]
-    _expect_shape(op, "overlaps", overlaps, (k, n), "(k, n) with n = self.size(0)")
+    expect_shape(op, "overlaps", overlaps, (k, n), "(k, n) with n = self.size(0)")
     checks.expect_dtype(box_responsible_flags, (torch.uint8,), op, "box_responsible_flags")
-    _expect_shape(op, "box_responsible_flags", box_responsible_flags, (n,), "(n,)")
-    _expect_shape(op, "max_overlaps", max_overlaps, (n,), "(n,)")
-    _expect_shape(op, "argmax_overlaps", argmax_overlaps, (n,), "(n,)")
-    _expect_shape(op, "gt_max_overlaps", gt_max_overlaps, (k,), "(k,) with k = overlaps.size(0)")
-    _expect_shape(op, "gt_argmax_overlaps", gt_argmax_overlaps, (k,), "(k,)")
+    expect_shape(op, "box_responsible_flags", box_responsible_flags, (n,), "(n,)")
+    expect_shape(op, "max_overlaps", max_overlaps, (n,), "(n,)")
+    expect_shape(op, "argmax_overlaps", argmax_overlaps, (n,), "(n,)")
+    expect_shape(op, "gt_max_overlaps", gt_max_overlaps, (k,), "(k,) with k = overlaps.size(0)")
+    expect_shape(op, "gt_argmax_overlaps", gt_argmax_overlaps, (k,), "(k,)")
     checks.expect_same_dtype({"self": self, "overlaps": overlaps, "max_overlaps": max_overlaps,
                               "gt_max_overlaps": gt_max_overlaps}, op)
     # op-plugin's own check (any integral dtype but int64; the kernel takes int32).
@@ -280,10 +261,7 @@ def grid_assign_positive_reference(self, overlaps, box_responsible_flags, max_ov
     return torch.where(winner > 0, winner.to(dtype), out)
 
 
-assign_op = NpuOp(ASSIGN_SCHEMA, namespace=TORCH_NPU_NS, check=check_grid_assign_positive,
-                  reference=grid_assign_positive_reference, metadata_check=True,
-                  info=OpInfo(api="torch_npu"))
-assign_op.forbid_autograd("torch_npu defines no backward for it")
+assign_op = define_op(ASSIGN_SCHEMA, check_grid_assign_positive, grid_assign_positive_reference)
 
 
 def npu_grid_assign_positive(self, overlaps, box_responsible_flags, max_overlaps,

@@ -74,7 +74,9 @@ _bbox_coding()
 
 
 def _rotated_coding() -> None:
-    weight = lambda dtype=torch.float32: torch.tensor([1.0, 1.0, 2.0, 2.0, 0.5], dtype=dtype)  # noqa: E731
+    def weight(dtype=torch.float32):
+        return torch.tensor([1.0, 1.0, 2.0, 2.0, 0.5], dtype=dtype)
+
     e = _entry("npu_rotated_box_encode")
     e.samples += [
         Sample("fp32", lambda: ((_rotated(2, 3), _rotated(2, 3, seed=4), weight()), {})),
