@@ -75,20 +75,26 @@ def chunk_sizes(tokens: int, n: int) -> list[int]:
 def pack(norms: torch.Tensor, row_sums: torch.Tensor, col_sums: torch.Tensor):
     """``norms [2I, T, n, n]``, ``row_sums`` and ``col_sums [I, T, n]`` to the flat layout."""
     steps, tokens, n = norms.shape[0], norms.shape[1], norms.shape[-1]
-    pad = N_ALIGN - n
-    norms = torch.nn.functional.pad(norms, (0, pad))                       # [2I, T, n, 8]
-    rows = torch.nn.functional.pad(row_sums.transpose(1, 2), (0, 0, 0, pad), value=1.0)
-    cols = torch.nn.functional.pad(col_sums, (0, pad))                     # [I, T, 8]
-    norm_parts, sum_parts = [], []
-    start = 0
+    iters = steps // 2
+    # Written chunk by chunk into the zero-filled outputs (the padding), one copy per value.
+    norm = norms.new_zeros(steps * tokens * n * N_ALIGN)
+    sums = norms.new_zeros(steps * tokens * N_ALIGN)
+    norm_at = sum_at = start = 0
     for u in chunk_sizes(tokens, n):
         stop = start + u
-        norm_parts.append(norms[:, start:stop].transpose(1, 2).reshape(-1))
-        per_iter = torch.cat([rows[:, :, start:stop].reshape(steps // 2, -1),
-                              cols[:, start:stop].reshape(steps // 2, -1)], 1)
-        sum_parts.append(per_iter.reshape(-1))
+        size = steps * n * u * N_ALIGN
+        norm[norm_at:norm_at + size].view(steps, n, u, N_ALIGN)[..., :n].copy_(
+            norms[:, start:stop].transpose(1, 2))
+        norm_at += size
+        size = steps * u * N_ALIGN
+        block = sums[sum_at:sum_at + size].view(iters, 2, N_ALIGN * u)
+        rows = block[:, 0].view(iters, N_ALIGN, u)
+        rows[:, :n].copy_(row_sums[:, start:stop].transpose(1, 2))
+        rows[:, n:] = 1.0                       # the row part is padded with ones
+        block[:, 1].view(iters, u, N_ALIGN)[..., :n].copy_(col_sums[:, start:stop])
+        sum_at += size
         start = stop
-    return torch.cat(norm_parts), torch.cat(sum_parts)
+    return norm, sums
 
 
 def unpack(norm: torch.Tensor, sums: torch.Tensor, tokens: int, n: int, iters: int):
