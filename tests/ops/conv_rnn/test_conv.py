@@ -173,3 +173,20 @@ def test_strict_mode_rejects_float64():
         na.npu_convolution(_rand(1, 2, 5, 5, dtype=torch.float64),
                            _rand(4, 2, 3, 3, dtype=torch.float64), None, [1, 1], [0, 0],
                            [1, 1], 1)
+
+
+def test_per_rank_backward_ops_match_the_generic_ones():
+    x, w = _rand(1, 2, 5, 4), _rand(3, 2, 2, 2, seed=1)
+    grad = _rand(1, 3, 4, 3, seed=2)
+    args = ([1, 1], [0, 0], [1, 1], 1, [True, True, True])
+    for got, ref in zip(na.npu_conv2d_backward(x, grad, w, *args),
+                        na.npu_convolution_backward(x, grad, w, *args)):
+        assert torch.equal(got, ref)
+    x3, w3 = _rand(1, 2, 3, 3, 2), _rand(2, 3, 2, 2, 1, seed=1)
+    targs = ([0, 0, 0], [0, 0, 0], [1, 1, 1], [1, 1, 1], 1, [True, True, True])
+    g3 = _rand(1, 3, 4, 4, 2, seed=2)
+    for got, ref in zip(na.npu_conv_transpose3d_backward(x3, g3, w3, *targs),
+                        na.npu_convolution_transpose_backward(x3, g3, w3, *targs)):
+        assert torch.equal(got, ref)
+    with pytest.raises(RuntimeError, match="npu_conv3d_backward: expected input a 5-D tensor"):
+        na.npu_conv3d_backward(x, grad, w, *args)

@@ -16,6 +16,7 @@ derivatives entry, so they are not differentiable.
 
 from __future__ import annotations
 
+from ... import checks
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from . import conv_params as cp
 
@@ -25,9 +26,13 @@ CONV2D_SCHEMA = f"npu_conv2d({_ARGS}) -> Tensor"
 CONV3D_SCHEMA = f"npu_conv3d({_ARGS}) -> Tensor"
 CONVOLUTION_SCHEMA = f"npu_convolution({_ARGS}) -> Tensor"
 BACKWARD_OP = "npu_convolution_backward"
-BACKWARD_SCHEMA = ("npu_convolution_backward(Tensor input, Tensor grad_output, Tensor weight, "
-                   "int[] stride, int[] padding, int[] dilation, int groups, "
-                   "bool[3] output_mask) -> (Tensor, Tensor, Tensor)")
+_BACKWARD_TAIL = ("Tensor weight, int[] stride, int[] padding, int[] dilation, int groups, "
+                  "bool[3] output_mask) -> (Tensor, Tensor, Tensor)")
+BACKWARD_SCHEMA = f"npu_convolution_backward(Tensor input, Tensor grad_output, {_BACKWARD_TAIL}"
+# The per-rank backward ops op-plugin also exposes (npu_conv3d_backward names its gradient
+# ``grad``); not wired to autograd, since npu_conv2d / npu_conv3d have no derivatives entry.
+CONV2D_BACKWARD_SCHEMA = f"npu_conv2d_backward(Tensor input, Tensor grad_output, {_BACKWARD_TAIL}"
+CONV3D_BACKWARD_SCHEMA = f"npu_conv3d_backward(Tensor input, Tensor grad, {_BACKWARD_TAIL}"
 
 
 def _checker(op: str, dims):
@@ -43,16 +48,22 @@ def conv_reference(input, weight, bias, stride, padding, dilation, groups):
     return cp.forward(input, weight, bias, stride, padding, dilation, groups, transposed=False)
 
 
-def check_convolution_backward(input, grad_output, weight, stride, padding, dilation, groups,
-                               output_mask):
-    cp.check_backward(BACKWARD_OP, input, grad_output, weight, stride, padding, dilation,
-                      groups, output_mask, transposed=False)
+def _backward_checker(op: str, dims, grad_name: str = "grad_output"):
+    def check(input, grad, weight, stride, padding, dilation, groups, output_mask):
+        checks.expect_dim(input, dims, op, "input")
+        cp.check_backward(op, input, grad, weight, stride, padding, dilation, groups,
+                          output_mask, transposed=False, grad_name=grad_name)
+    check.__name__ = f"check_{op.removeprefix('npu_')}"
+    return check
 
 
 def convolution_backward_reference(input, grad_output, weight, stride, padding, dilation, groups,
                                    output_mask):
     return cp.backward(input, grad_output, weight, stride, padding, dilation, groups,
                        output_mask, transposed=False)
+
+
+check_convolution_backward = _backward_checker(BACKWARD_OP, (4, 5))
 
 
 def _op(schema: str, dims) -> NpuOp:
@@ -64,10 +75,18 @@ def _op(schema: str, dims) -> NpuOp:
 conv2d_op = _op(CONV2D_SCHEMA, (4,))
 conv3d_op = _op(CONV3D_SCHEMA, (5,))
 convolution_op = _op(CONVOLUTION_SCHEMA, (4, 5))
-convolution_backward_op = NpuOp(
-    BACKWARD_SCHEMA, namespace=TORCH_NPU_NS, check=check_convolution_backward,
-    reference=convolution_backward_reference, metadata_check=True,
-    info=OpInfo(api="torch_npu", backward_of="npu_convolution"))
+
+
+def _backward_op(schema: str, dims, forward: str, grad_name: str = "grad_output") -> NpuOp:
+    name = schema.split("(", 1)[0]
+    return NpuOp(schema, namespace=TORCH_NPU_NS, check=_backward_checker(name, dims, grad_name),
+                 reference=convolution_backward_reference, metadata_check=True,
+                 info=OpInfo(api="torch_npu", backward_of=forward))
+
+
+convolution_backward_op = _backward_op(BACKWARD_SCHEMA, (4, 5), "npu_convolution")
+conv2d_backward_op = _backward_op(CONV2D_BACKWARD_SCHEMA, (4,), "npu_conv2d")
+conv3d_backward_op = _backward_op(CONV3D_BACKWARD_SCHEMA, (5,), "npu_conv3d", "grad")
 
 for _plain in (conv2d_op, conv3d_op):
     _plain.forbid_autograd("op-plugin's derivatives.yaml has no backward for it; "
@@ -204,7 +223,22 @@ def npu_convolution_backward(input, grad_output, weight, stride, padding, dilati
                                    output_mask)
 
 
+def npu_conv2d_backward(input, grad_output, weight, stride, padding, dilation, groups,
+                        output_mask):
+    """Gradients of :func:`npu_conv2d` (4-D input), as :func:`npu_convolution_backward`."""
+    return conv2d_backward_op(input, grad_output, weight, stride, padding, dilation, groups,
+                              output_mask)
+
+
+def npu_conv3d_backward(input, grad, weight, stride, padding, dilation, groups, output_mask):
+    """Gradients of :func:`npu_conv3d` (5-D input), as :func:`npu_convolution_backward`."""
+    return conv3d_backward_op(input, grad, weight, stride, padding, dilation, groups,
+                              output_mask)
+
+
 TORCH_NPU_FUNCTIONS = {
+    "npu_conv2d_backward": npu_conv2d_backward,
+    "npu_conv3d_backward": npu_conv3d_backward,
     "npu_conv2d": npu_conv2d,
     "npu_conv3d": npu_conv3d,
     "npu_convolution": npu_convolution,

@@ -17,6 +17,7 @@ grad, weight, padding, output_padding, stride, dilation, groups, grad_input_mask
 
 from __future__ import annotations
 
+from ... import checks
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from . import conv_params as cp
 
@@ -25,10 +26,17 @@ _ARGS = ("Tensor input, Tensor weight, Tensor? bias, int[] padding, int[] output
 TRANSPOSE2D_SCHEMA = f"npu_conv_transpose2d({_ARGS}) -> Tensor"
 TRANSPOSE_SCHEMA = f"npu_convolution_transpose({_ARGS}) -> Tensor"
 BACKWARD_OP = "npu_convolution_transpose_backward"
-BACKWARD_SCHEMA = ("npu_convolution_transpose_backward(Tensor input, Tensor grad, "
-                   "Tensor weight, int[] padding, int[] output_padding, int[] stride, "
-                   "int[] dilation, int groups, bool[3] grad_input_mask) "
-                   "-> (Tensor, Tensor, Tensor)")
+_BACKWARD_ARGS = ("Tensor weight, int[] padding, int[] output_padding, int[] stride, "
+                  "int[] dilation, int groups")
+_RESULT = "-> (Tensor, Tensor, Tensor)"
+BACKWARD_SCHEMA = (f"npu_convolution_transpose_backward(Tensor input, Tensor grad, "
+                   f"{_BACKWARD_ARGS}, bool[3] grad_input_mask) {_RESULT}")
+# The per-rank backward ops op-plugin also exposes; not wired to autograd (npu_conv_transpose2d
+# has no derivatives entry).
+TRANSPOSE2D_BACKWARD_SCHEMA = (f"npu_conv_transpose2d_backward(Tensor input, Tensor grad_output, "
+                               f"{_BACKWARD_ARGS}, bool[3] output_mask) {_RESULT}")
+TRANSPOSE3D_BACKWARD_SCHEMA = (f"npu_conv_transpose3d_backward(Tensor input, Tensor grad_output, "
+                               f"{_BACKWARD_ARGS}, bool[3] output_mask) {_RESULT}")
 
 
 def _checker(op: str, dims):
@@ -46,11 +54,18 @@ def conv_transpose_reference(input, weight, bias, padding, output_padding, strid
                       output_padding=output_padding)
 
 
-def check_convolution_transpose_backward(input, grad, weight, padding, output_padding, stride,
-                                         dilation, groups, grad_input_mask):
-    cp.check_backward(BACKWARD_OP, input, grad, weight, stride, padding, dilation, groups,
-                      grad_input_mask, transposed=True, output_padding=output_padding,
-                      grad_name="grad", mask_name="grad_input_mask")
+def _backward_checker(op: str, dims, grad_name: str, mask_name: str):
+    def check(input, grad, weight, padding, output_padding, stride, dilation, groups, mask):
+        checks.expect_dim(input, dims, op, "input")
+        cp.check_backward(op, input, grad, weight, stride, padding, dilation, groups, mask,
+                          transposed=True, output_padding=output_padding, grad_name=grad_name,
+                          mask_name=mask_name)
+    check.__name__ = f"check_{op.removeprefix('npu_')}"
+    return check
+
+
+check_convolution_transpose_backward = _backward_checker(BACKWARD_OP, (4, 5), "grad",
+                                                         "grad_input_mask")
 
 
 def convolution_transpose_backward_reference(input, grad, weight, padding, output_padding,
@@ -68,10 +83,24 @@ def _op(schema: str, dims) -> NpuOp:
 
 conv_transpose2d_op = _op(TRANSPOSE2D_SCHEMA, (4,))
 convolution_transpose_op = _op(TRANSPOSE_SCHEMA, (4, 5))
-convolution_transpose_backward_op = NpuOp(
-    BACKWARD_SCHEMA, namespace=TORCH_NPU_NS, check=check_convolution_transpose_backward,
-    reference=convolution_transpose_backward_reference, metadata_check=True,
-    info=OpInfo(api="torch_npu", backward_of="npu_convolution_transpose"))
+
+
+def _backward_op(schema: str, dims, forward: str, grad_name: str = "grad_output",
+                 mask_name: str = "output_mask") -> NpuOp:
+    name = schema.split("(", 1)[0]
+    return NpuOp(schema, namespace=TORCH_NPU_NS,
+                 check=_backward_checker(name, dims, grad_name, mask_name),
+                 reference=convolution_transpose_backward_reference, metadata_check=True,
+                 info=OpInfo(api="torch_npu", backward_of=forward))
+
+
+convolution_transpose_backward_op = _backward_op(BACKWARD_SCHEMA, (4, 5),
+                                                 "npu_convolution_transpose", "grad",
+                                                 "grad_input_mask")
+conv_transpose2d_backward_op = _backward_op(TRANSPOSE2D_BACKWARD_SCHEMA, (4,),
+                                            "npu_conv_transpose2d")
+conv_transpose3d_backward_op = _backward_op(TRANSPOSE3D_BACKWARD_SCHEMA, (5,),
+                                            "npu_convolution_transpose")
 
 conv_transpose2d_op.forbid_autograd("op-plugin's derivatives.yaml has no backward for it; "
                                     "npu_convolution_transpose is the differentiable form")
@@ -183,7 +212,25 @@ def npu_convolution_transpose_backward(input, grad, weight, padding, output_padd
                                              stride, dilation, groups, grad_input_mask)
 
 
+def npu_conv_transpose2d_backward(input, grad_output, weight, padding, output_padding, stride,
+                                  dilation, groups, output_mask):
+    """Gradients of :func:`npu_conv_transpose2d` (4-D input), as
+    :func:`npu_convolution_transpose_backward`."""
+    return conv_transpose2d_backward_op(input, grad_output, weight, padding, output_padding,
+                                        stride, dilation, groups, output_mask)
+
+
+def npu_conv_transpose3d_backward(input, grad_output, weight, padding, output_padding, stride,
+                                  dilation, groups, output_mask):
+    """Gradients of a 3-D transposed convolution (5-D input), as
+    :func:`npu_convolution_transpose_backward`."""
+    return conv_transpose3d_backward_op(input, grad_output, weight, padding, output_padding,
+                                        stride, dilation, groups, output_mask)
+
+
 TORCH_NPU_FUNCTIONS = {
+    "npu_conv_transpose2d_backward": npu_conv_transpose2d_backward,
+    "npu_conv_transpose3d_backward": npu_conv_transpose3d_backward,
     "npu_conv_transpose2d": npu_conv_transpose2d,
     "npu_convolution_transpose": npu_convolution_transpose,
     "npu_convolution_transpose_backward": npu_convolution_transpose_backward,

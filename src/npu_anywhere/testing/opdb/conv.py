@@ -67,6 +67,17 @@ def _plain_conv() -> None:
     e = _entry("npu_convolution_backward")
     e.samples += [Sample("bf16_input_bias", lambda: grad_args((True, False, True),
                                                               torch.bfloat16))]
+    e3 = _entry("npu_conv2d_backward")
+    e3.samples += [Sample("all", grad_args)]
+    e3.errors += [ErrorSample("rank", lambda: ((_rand(2, 4, 5, 4, 3), *grad_args()[0][1:]), {}),
+                              ValueError, "npu_conv2d_backward: expected input a 4-D tensor")]
+
+    def grad_args_3d():
+        x, w, _b, stride, padding, dilation, groups = _conv_args(3)
+        return (x, _rand(2, 6, 3, 2, 4, seed=3), w, stride, padding, dilation, groups,
+                [True, True, False]), {}
+
+    _entry("npu_conv3d_backward").samples += [Sample("weight_input", grad_args_3d)]
     e.errors += [
         ErrorSample("grad_shape", lambda: ((grad_args()[0][0], _rand(2, 6, 4, 3),
                                             *grad_args()[0][2:]), {}), RuntimeError,
@@ -106,6 +117,14 @@ def _transposed_conv() -> None:
         grad = _rand(2, 6, 8, 7, dtype=dtype, seed=3)
         return (x, grad, w, padding, output_padding, stride, dilation, groups, list(mask)), {}
 
+    _entry("npu_conv_transpose2d_backward").samples += [Sample("all", grad_args)]
+
+    def grad_args_3d():
+        x, w, _b, padding, output_padding, stride, dilation, groups = _transpose_args(3)
+        return (x, _rand(2, 6, 5, 8, 7, seed=3), w, padding, output_padding, stride, dilation,
+                groups, [True, False, True]), {}
+
+    _entry("npu_conv_transpose3d_backward").samples += [Sample("input_bias", grad_args_3d)]
     e = _entry("npu_convolution_transpose_backward")
     e.samples += [Sample("fp16_weight_bias", lambda: grad_args((False, True, True),
                                                                torch.float16))]
