@@ -78,6 +78,22 @@ def test_backward_op_returns_the_bias_gradient_twice_and_bad_inputs():
                                       c, *outs)
     assert len(grads) == 7 and torch.equal(grads[3], grads[4]) and grads[3].shape == (4 * H,)
     with pytest.raises(RuntimeError, match="expected w_ih the shape"):
-        torch.ops.npu.npu_lstm_cell(x, w_ih.t(), w_hh, h, c)
+        torch.ops.npu.npu_lstm_cell(x, w_ih[:-1], w_hh, h, c)
     with pytest.raises(ValueError, match="expected b_ih and b_hh both given or both None"):
         na.npu_lstm_cell(x, w_ih, w_hh, h, c, torch.zeros(4 * H))
+
+
+def test_torch_layout_weights_give_the_same_numbers_and_grads_in_their_layout():
+    gen = torch.Generator().manual_seed(4)
+    x, w_ih, w_hh, h, c = (torch.randn(*s, generator=gen, dtype=torch.float64) for s in
+                           ((B, I), (I, 4 * H), (H, 4 * H), (B, H), (B, H)))
+    npu = na.npu_lstm_cell(x, w_ih, w_hh, h, c)
+    torch_layout = na.npu_lstm_cell(x, w_ih.t().contiguous(), w_hh.t().contiguous(), h, c)
+    for a, b in zip(npu, torch_layout):          # the same numbers, up to matmul order
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    gy = torch.ones(1, B, H, dtype=torch.float64)
+    g_npu = na.npu_lstm_cell_backward(gy, None, None, x, w_ih, w_hh, h, c, *npu)
+    g_torch = na.npu_lstm_cell_backward(gy, None, None, x, w_ih.t(), w_hh.t(), h, c, *npu)
+    assert g_torch[1].shape == (4 * H, I) and g_torch[2].shape == (4 * H, H)
+    torch.testing.assert_close(g_torch[1], g_npu[1].t(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(g_torch[2], g_npu[2].t(), rtol=1e-12, atol=1e-12)

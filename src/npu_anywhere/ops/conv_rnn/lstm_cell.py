@@ -1,7 +1,7 @@
 """torch_npu.npu_lstm_cell (DynamicRNNV2, one LSTM step) and npu_lstm_cell_backward.
 
 Sources: op-plugin ``op_plugin/ops/aclops/LstmCellKernelNpu.cpp`` (``w_ih`` / ``w_hh`` given
-transposed, ``[I, 4H]`` / ``[H, 4H]``, hidden_size ``w_hh.size(1) / 4``, ``bias = b_ih + b_hh``
+transposed, ``[I, 4H]`` / ``[H, 4H]``, ``bias = b_ih + b_hh``
 when given, gate order i, f, c(j), o, outputs ``y`` and the gates ``[1, B, H]`` and the states
 ``[B, H]``; the backward returns the bias gradient twice, for ``b_ih`` and ``b_hh``) and its
 meta function ``op_plugin/python/meta/_meta_registrations.py`` (npu_lstm_cell_meta).  The step
@@ -33,23 +33,37 @@ _SUPPORTED = frozenset({Product.A2, Product.A3, Product.ATLAS_TRAINING,
 
 
 def _sizes(op: str, input, w_ih, w_hh, h, c):
-    """``(B, I, H)`` after checking the cell's tensors against each other."""
+    """``(B, I, H)`` after checking the cell's tensors against each other.
+
+    hidden_size is ``h.size(1)``; the weights come as the NPU's ``[I, 4H]`` / ``[H, 4H]`` or,
+    accepted too, in torch.nn.LSTMCell's ``[4H, I]`` / ``[4H, H]`` (op-plugin's own FakeTensor
+    tests pass those), both in the same layout.
+    """
     rnn.expect_dim(op, "input", input, 2)
     rnn.expect_float(op, "input", input)
-    rnn.expect_dim(op, "w_hh", w_hh, 2)
-    hidden = w_hh.shape[1] // 4
-    checks.expect(w_hh.shape[1] % 4 == 0 and hidden > 0, op, "w_hh",
-                  "a [hidden_size, 4 * hidden_size] weight", lambda: f"shape {tuple(w_hh.shape)}",
-                  RuntimeError)
+    rnn.expect_dim(op, "h", h, 2)
     batch, feat = input.shape
-    rnn.expect_shape(op, "w_hh", w_hh, (hidden, 4 * hidden), "[hidden_size, 4 * hidden_size]")
-    rnn.expect_shape(op, "w_ih", w_ih, (feat, 4 * hidden), "[input_size, 4 * hidden_size]")
-    for name, state in (("h", h), ("c", c)):
-        rnn.expect_shape(op, name, state, (batch, hidden), "[B, hidden_size]")
+    hidden = h.shape[1]
+    rnn.expect_shape(op, "h", h, (batch, hidden), "[B, hidden_size]")
+    rnn.expect_shape(op, "c", c, (batch, hidden), "[B, hidden_size] of h")
+    rnn.expect_shape(op, "w_hh", w_hh, [(hidden, 4 * hidden), (4 * hidden, hidden)],
+                     "[hidden_size, 4 * hidden_size] (or torch's [4H, H])")
+    w_ih_shape = (feat, 4 * hidden) if not torch_layout(w_hh, hidden) else (4 * hidden, feat)
+    rnn.expect_shape(op, "w_ih", w_ih, w_ih_shape, "[input_size, 4H] (torch's [4H, input_size] "
+                     "when w_hh is [4H, H])")
     tensors = {"input": input, "w_ih": w_ih, "w_hh": w_hh, "h": h, "c": c}
     checks.expect_same_dtype(tensors, op)
     rnn.expect_devices(op, tensors)
     return batch, feat, hidden
+
+
+def torch_layout(w_hh, hidden: int) -> bool:
+    """Whether the weights are in torch.nn.LSTMCell's ``[4H, .]`` layout (H > 0 tells apart)."""
+    return tuple(w_hh.shape) == (4 * hidden, hidden)
+
+
+def _npu_weights(w_ih, w_hh, hidden: int):
+    return (w_ih.t(), w_hh.t()) if torch_layout(w_hh, hidden) else (w_ih, w_hh)
 
 
 def check_lstm_cell(input, w_ih, w_hh, h, c, b_ih=None, b_hh=None):
@@ -66,9 +80,10 @@ def check_lstm_cell(input, w_ih, w_hh, h, c, b_ih=None, b_hh=None):
 
 
 def lstm_cell_reference(input, w_ih, w_hh, h, c, b_ih=None, b_hh=None):
-    hidden = w_hh.shape[1] // 4
+    hidden = h.shape[1]
     bias = input.new_zeros(4 * hidden) if b_ih is None else (b_ih + b_hh).to(input.dtype)
-    y, hs, cs, *gates = rnn.lstm_layer(input.unsqueeze(0), w_ih, w_hh, bias, h, c, None, False,
+    w_x, w_h = _npu_weights(w_ih, w_hh, hidden)
+    y, hs, cs, *gates = rnn.lstm_layer(input.unsqueeze(0), w_x, w_h, bias, h, c, None, False,
                                        input.dtype)
     return (y, hs[0], cs[0], *gates)
 
@@ -98,23 +113,26 @@ def lstm_cell_backward_reference(grady, gradh, gradc, input, w_ih, w_hh, h, c, y
     cd = rnn.compute_dtype(input.dtype)
     zeros = input.new_zeros((batch, hidden), dtype=cd)
     dy = grady if grady is not None else input.new_zeros((1, batch, hidden), dtype=cd)
+    w_x, w_h = _npu_weights(w_ih, w_hh, hidden)
     dx, dw_ih, dw_hh, db, dh, dc = rnn.lstm_layer_backward(
-        input.unsqueeze(0), w_ih, w_hh, h, c, h_output.unsqueeze(0), c_output.unsqueeze(0),
+        input.unsqueeze(0), w_x, w_h, h, c, h_output.unsqueeze(0), c_output.unsqueeze(0),
         i, j, f, o, tanhc, dy, gradh if gradh is not None else zeros,
         gradc if gradc is not None else zeros, None, False)
+    if torch_layout(w_hh, hidden):
+        dw_ih, dw_hh = dw_ih.t(), dw_hh.t()
     dt = input.dtype
     return (dx[0].to(dt), dw_ih.to(dt).contiguous(), dw_hh.to(dt).contiguous(), db.to(dt),
             db.to(dt).clone(), dh.to(dt), dc.to(dt))
 
 
 def lstm_cell_fake(input, w_ih, w_hh, h, c, b_ih=None, b_hh=None):
-    step = (1, input.shape[0], w_hh.shape[1] // 4)
+    step = (1, input.shape[0], h.shape[1])
     return (input.new_empty(step), input.new_empty(step[1:]), input.new_empty(step[1:]),
             *(input.new_empty(step) for _ in range(5)))
 
 
 def lstm_cell_backward_fake(grady, gradh, gradc, input, w_ih, w_hh, h, c, *saved):
-    bias = (w_hh.shape[1],)
+    bias = (4 * h.shape[1],)
     return tuple(input.new_empty(s) for s in (input.shape, w_ih.shape, w_hh.shape, bias, bias,
                                               h.shape, c.shape))
 
@@ -162,7 +180,9 @@ def npu_lstm_cell(input, w_ih, w_hh, h, c, b_ih=None, b_hh=None):
         ``[B, input_size]``, float16 or float32.
     w_ih, w_hh : Tensor
         ``[input_size, 4H]`` and ``[hidden_size, 4H]``: torch.nn.LSTMCell's ``weight_ih.t()``
-        and ``weight_hh.t()`` (gate blocks i, f, g, o).
+        and ``weight_hh.t()`` (gate blocks i, f, g, o).  torch's own ``[4H, input_size]`` /
+        ``[4H, hidden_size]`` are accepted too (hidden_size is ``h.size(1)``); the gradients
+        come back in the layout given.
     h, c : Tensor
         ``[B, hidden_size]`` states.
     b_ih, b_hh : Tensor, optional
@@ -177,7 +197,9 @@ def npu_lstm_cell(input, w_ih, w_hh, h, c, b_ih=None, b_hh=None):
     Notes
     -----
     Autograd (from ``y_output``, ``h_output``, ``c_output``) runs
-    :func:`npu_lstm_cell_backward`.  Strict mode: A2, A3, Atlas training and inference series.
+    :func:`npu_lstm_cell_backward`.  op-plugin's meta function sizes the outputs by
+    ``w_hh.size(1) / 4``, which is hidden_size only in the NPU layout; here it is always
+    ``h.size(1)``.  Strict mode: A2, A3, Atlas training and inference series.
     """
     return lstm_cell_op(input, w_ih, w_hh, h, c, b_ih, b_hh)
 
