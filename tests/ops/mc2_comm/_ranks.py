@@ -34,7 +34,13 @@ def inputs(rank):
         q_x2=torch.randint(-8, 8, (32, 5), generator=g, dtype=torch.int8),
         q_x1_scale=torch.rand(4, 1, generator=g) + 0.5, q_x2_scale=torch.rand(1, 5, generator=g),
         ep_x=f(sum(SEND[rank]), 16), ep_w=f(E, 16, 8),
+        hf_x=torch.randint(0, 110, (sum(SEND[rank]), 16), generator=g, dtype=torch.uint8),
+        hf_w=torch.randint(0, 110, (E, 16, 8), generator=g, dtype=torch.uint8),
     )
+
+
+HF8 = dict(gmm_x_quant_mode=1, gmm_weight_quant_mode=1, gmm_x_dtype=290, gmm_weight_dtype=290)
+SCALES = (torch.tensor([0.5]), torch.tensor([0.25]))
 
 
 def worker(rank, world, port, out_dir):
@@ -64,6 +70,13 @@ def worker(rank, world, port, out_dir):
         permute_out_flag=True)
     out["gmm_alltoallv"] = torch_npu.npu_gmm_alltoallv(
         t["ep_x"], t["ep_w"], hcom, world, SEND[rank], recv_counts(rank, world))
+    scales = [t.npu() for t in SCALES]
+    out["alltoallv_quant_gmm"] = torch_npu.npu_alltoallv_quant_gmm(
+        t["hf_x"], t["hf_w"], *scales, hcom, world, SEND[rank], recv_counts(rank, world),
+        torch.bfloat16, permute_out_flag=True, **HF8)
+    out["quant_gmm_alltoallv"] = torch_npu.npu_quant_gmm_alltoallv(
+        t["hf_x"], t["hf_w"], *scales, hcom, world, SEND[rank], recv_counts(rank, world),
+        torch.bfloat16, **HF8)
     torch.save({k: [v.cpu() for v in (o if isinstance(o, tuple) else (o,))]
                 for k, o in out.items()}, os.path.join(out_dir, f"rank{rank}.pt"))
     dist.barrier()

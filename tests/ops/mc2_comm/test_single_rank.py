@@ -211,3 +211,52 @@ def test_no_autograd():
     x1 = f(4, 16, dtype=torch.float32).requires_grad_()
     with pytest.raises(RuntimeError, match="no backward"):
         na.npu_mm_reduce_scatter_base(x1.half(), f(16, 4), HCOM, 1)
+
+
+# ---- npu_alltoallv_quant_gmm / npu_quant_gmm_alltoallv (per-tensor hifloat8) --------------------
+
+HF8 = 290          # torch_npu.hifloat8
+
+
+def hf8_values(codes):
+    # The element decoding is the quant family's (tested there); the rest of the golden --
+    # grouping, scaling, permutation -- is written here.
+    from npu_anywhere.ops.quant.hifloat8 import decode_hifloat8
+    return d(decode_hifloat8(codes))
+
+
+@pytest.mark.parametrize("op", ["npu_alltoallv_quant_gmm", "npu_quant_gmm_alltoallv"])
+def test_ep_quant_one_rank(op):
+    codes = torch.randint(0, 110, (9, 32), generator=gen(0), dtype=torch.uint8)
+    weight = torch.randint(0, 110, (3, 32, 5), generator=gen(1), dtype=torch.int8).abs()
+    mm_x = torch.randint(0, 110, (2, 32), generator=gen(2), dtype=torch.uint8)
+    mm_w = torch.randint(0, 110, (32, 4), generator=gen(3), dtype=torch.uint8)
+    xs, ws = torch.tensor([0.5]), torch.tensor([0.75])
+    counts = [4, 0, 5]
+    quant = dict(gmm_x_quant_mode=1, gmm_weight_quant_mode=1, gmm_x_dtype=HF8,
+                 gmm_weight_dtype=HF8, mm_x=mm_x, mm_weight=mm_w, mm_x_scale=xs,
+                 mm_weight_scale=ws, mm_x_quant_mode=1, mm_weight_quant_mode=1, mm_x_dtype=HF8,
+                 mm_weight_dtype=HF8)
+    if op == "npu_alltoallv_quant_gmm":
+        quant["permute_out_flag"] = True
+    outs = getattr(na, op)(codes, weight, xs, ws, HCOM, 1, counts, counts, torch.bfloat16,
+                           **quant)
+    golden = _grouped_golden(hf8_values(codes), [hf8_values(w) for w in weight], counts)
+    close(outs[0], golden * 0.5 * 0.75, torch.bfloat16)
+    close(outs[1], hf8_values(mm_x) @ hf8_values(mm_w) * 0.5 * 0.75, torch.bfloat16)
+    if op == "npu_alltoallv_quant_gmm":
+        assert torch.equal(outs[2], codes)
+
+
+def test_ep_quant_bad_inputs():
+    codes, weight = torch.zeros(3, 16, dtype=torch.uint8), torch.zeros(1, 16, 4, dtype=torch.uint8)
+    one = torch.tensor([1.0])
+    with pytest.raises(ValueError, match="npu_quant_gmm_alltoallv: expected gmm_y_dtype "
+                                         "torch.float16 or torch.bfloat16"):
+        na.npu_quant_gmm_alltoallv(codes, weight, one, one, HCOM, 1, [3], [3], torch.float32,
+                                   gmm_x_quant_mode=1, gmm_weight_quant_mode=1,
+                                   gmm_x_dtype=HF8, gmm_weight_dtype=HF8)
+    with pytest.raises(TypeError, match="npu_alltoallv_quant_gmm: expected gmm_x_scale dtype"):
+        na.npu_alltoallv_quant_gmm(codes, weight, one.double(), one, HCOM, 1, [3], [3], 5,
+                                   gmm_x_quant_mode=1, gmm_weight_quant_mode=1,
+                                   gmm_x_dtype=HF8, gmm_weight_dtype=HF8)

@@ -72,37 +72,50 @@ def test_all_gather(results):
         assert torch.equal(gather_out, q)
 
 
-def _block(rank, dest, expert):
+def _hf8(codes):
+    # The element decoding is the quant family's (tested there); the rest is written here.
+    from npu_anywhere.ops.quant.hifloat8 import decode_hifloat8
+    return d(decode_hifloat8(codes))
+
+
+KINDS = [("alltoallv_gmm", "ep_x", "ep_w", d, 1.0, torch.float16),
+         ("alltoallv_quant_gmm", "hf_x", "hf_w", _hf8, 0.5 * 0.25, torch.bfloat16)]
+
+
+def _block(rank, dest, expert, x):
     """Rank ``rank``'s rows for expert ``expert`` of rank ``dest`` (its send layout)."""
     counts = _ranks.SEND[rank]
     start = sum(counts[:dest * _ranks.E + expert])
-    return INPUTS[rank]["ep_x"][start:start + counts[dest * _ranks.E + expert]]
+    return INPUTS[rank][x][start:start + counts[dest * _ranks.E + expert]]
 
 
-def test_alltoallv_gmm(results):
+@pytest.mark.parametrize("kind, x, w, values, scale, dtype", KINDS)
+def test_alltoallv_gmm(results, kind, x, w, values, scale, dtype):
     for r in range(WORLD):
-        w = INPUTS[r]["ep_w"]
-        permuted = [_block(i, r, j) for j in range(_ranks.E) for i in range(WORLD)]
-        golden = torch.cat([d(_block(i, r, j)) @ d(w[j])
-                            for j in range(_ranks.E) for i in range(WORLD)])
-        gmm_y, mm_y, permute_out = results[r]["alltoallv_gmm"]
-        close(gmm_y, golden, torch.float16)
+        weight = INPUTS[r][w]
+        permuted = [_block(i, r, j, x) for j in range(_ranks.E) for i in range(WORLD)]
+        golden = torch.cat([values(_block(i, r, j, x)) @ values(weight[j])
+                            for j in range(_ranks.E) for i in range(WORLD)]) * scale
+        gmm_y, mm_y, permute_out = results[r][kind]
+        close(gmm_y, golden, dtype)
         assert mm_y.shape == (0,)
         assert torch.equal(permute_out, torch.cat(permuted))
 
 
-def test_gmm_alltoallv(results):
+@pytest.mark.parametrize("kind, x, w, values, scale, dtype",
+                         [("gmm_alltoallv", *KINDS[0][1:]), ("quant_gmm_alltoallv", *KINDS[1][1:])])
+def test_gmm_alltoallv(results, kind, x, w, values, scale, dtype):
     # gmm_alltoallv reads its rows expert-major: rank i's expert-j block for rank r sits at
     # position (j, r) of i's expert-major order of SEND[i].
     def expert_major_block(i, dest, expert):
         counts = _ranks.SEND[i]
         order = [(j, k) for j in range(_ranks.E) for k in range(WORLD)]
         start = sum(counts[k * _ranks.E + j] for j, k in order[:order.index((expert, dest))])
-        return INPUTS[i]["ep_x"][start:start + counts[dest * _ranks.E + expert]]
+        return INPUTS[i][x][start:start + counts[dest * _ranks.E + expert]]
 
     for r in range(WORLD):
-        golden = torch.cat([(d(expert_major_block(i, r, j)) @ d(INPUTS[i]["ep_w"][j]))
-                            .to(torch.float16).to(torch.float64)
+        golden = torch.cat([(values(expert_major_block(i, r, j)) @ values(INPUTS[i][w][j])
+                             * scale).to(dtype).to(torch.float64)
                             for i in range(WORLD) for j in range(_ranks.E)])
-        y, mm_y = results[r]["gmm_alltoallv"]
-        close(y, golden, torch.float16)
+        y, mm_y = results[r][kind]
+        close(y, golden, dtype)

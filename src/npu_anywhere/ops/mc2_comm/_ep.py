@@ -62,7 +62,9 @@ def _expect_counts(op: str, name: str, counts, expected_len: int) -> None:
 
 def check(op, gmm_x, gmm_weight, hcom, ep_world_size, send_counts, recv_counts,
           send_counts_tensor, recv_counts_tensor, mm_x, mm_weight, trans_gmm_weight,
-          trans_mm_weight) -> None:
+          trans_mm_weight, dtypes=_local.FLOAT_DTYPES) -> None:
+    """The checks of the four ops (``dtypes``: the input dtypes; the quantized ops pass the
+    carriers of their hifloat8 codes)."""
     for name, t in (("send_counts_tensor", send_counts_tensor),
                     ("recv_counts_tensor", recv_counts_tensor)):
         checks.expect(t is None, op, name, "None (the doc: not supported yet)", "a tensor",
@@ -70,9 +72,11 @@ def check(op, gmm_x, gmm_weight, hcom, ep_world_size, send_counts, recv_counts,
     _comm.expect_world_size(op, "ep_world_size", ep_world_size, hcom)
     checks.expect_dim(gmm_x, 2, op, "gmm_x")
     checks.expect_dim(gmm_weight, 3, op, "gmm_weight")
-    checks.expect_dtype(gmm_x, _local.FLOAT_DTYPES, op, "gmm_x")
-    checks.expect(gmm_weight.dtype == gmm_x.dtype, op, "gmm_weight",
-                  lambda: f"the dtype of gmm_x ({gmm_x.dtype})", lambda: str(gmm_weight.dtype),
+    checks.expect_dtype(gmm_x, dtypes, op, "gmm_x")
+    codes = dtypes != _local.FLOAT_DTYPES       # carriers of codes: any carrier for any operand
+    checks.expect(gmm_weight.dtype == gmm_x.dtype or (codes and gmm_weight.dtype in dtypes), op,
+                  "gmm_weight", lambda: f"the dtype of gmm_x ({gmm_x.dtype})"
+                  if not codes else f"one of {list(dtypes)}", lambda: str(gmm_weight.dtype),
                   TypeError)
     e = gmm_weight.shape[0]
     checks.expect(e >= 1, op, "gmm_weight", "at least one expert (dim 0)", e, ValueError)
@@ -96,8 +100,9 @@ def check(op, gmm_x, gmm_weight, hcom, ep_world_size, send_counts, recv_counts,
     if mm_x is not None:
         checks.expect_dim(mm_x, 2, op, "mm_x")
         checks.expect_dim(mm_weight, 2, op, "mm_weight")
-        checks.expect_dtype(mm_x, _local.FLOAT_DTYPES, op, "mm_x")
-        checks.expect(mm_weight.dtype == mm_x.dtype, op, "mm_weight",
+        checks.expect_dtype(mm_x, dtypes, op, "mm_x")
+        checks.expect(mm_weight.dtype == mm_x.dtype or (codes and mm_weight.dtype in dtypes),
+                      op, "mm_weight",
                       lambda: f"the dtype of mm_x ({mm_x.dtype})", lambda: str(mm_weight.dtype),
                       TypeError)
         k = mm_weight.shape[1] if trans_mm_weight else mm_weight.shape[0]

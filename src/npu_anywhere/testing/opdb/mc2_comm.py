@@ -117,3 +117,46 @@ def _ep() -> None:
 _all_reduce()
 _tp()
 _ep()
+
+
+def _ep_quant() -> None:
+    hf8 = 290                                     # torch_npu.hifloat8
+
+    def args(op_kw=None, **kw):
+        codes = torch.randint(0, 100, (7, 16), generator=_gen(0), dtype=torch.uint8)
+        weight = torch.randint(0, 100, (2, 16, 8), generator=_gen(1), dtype=torch.uint8)
+        kw = dict(gmm_x_quant_mode=1, gmm_weight_quant_mode=1, gmm_x_dtype=hf8,
+                  gmm_weight_dtype=hf8, **kw)
+        return (codes, weight, torch.tensor([0.5]), torch.tensor([0.25]), HCOM, 1, [5, 2],
+                [5, 2], 5), kw
+
+    def shared(**kw):
+        return args(mm_x=torch.randint(0, 100, (3, 16), generator=_gen(2), dtype=torch.uint8),
+                    mm_weight=torch.randint(0, 100, (16, 4), generator=_gen(3),
+                                            dtype=torch.uint8),
+                    mm_x_scale=torch.tensor([2.0]), mm_weight_scale=torch.tensor([0.125]),
+                    mm_x_quant_mode=1, mm_weight_quant_mode=1, mm_x_dtype=hf8,
+                    mm_weight_dtype=hf8, mm_y_dtype=15, **kw)
+
+    e = _entry("npu_alltoallv_quant_gmm")
+    e.samples += [Sample("permute_out", lambda: args(permute_out_flag=True)),
+                  Sample("shared_expert", lambda: shared())]
+    e.errors += [
+        ErrorSample("mx_mode", lambda: (args()[0], {**args()[1], "gmm_x_quant_mode": 6}),
+                    NotImplementedError,
+                    "npu_alltoallv_quant_gmm: expected gmm_x_quant_mode 1"),
+        ErrorSample("x_dtype", lambda: (args()[0], {**args()[1], "gmm_x_dtype": 291}),
+                    ValueError, "npu_alltoallv_quant_gmm: expected gmm_x_dtype torch_npu"),
+    ]
+    e = _entry("npu_quant_gmm_alltoallv")
+    e.samples += [Sample("plain", lambda: args()), Sample("shared_expert", lambda: shared())]
+    e.errors += [
+        ErrorSample("comm_quant", lambda: args(comm_quant_scale=torch.ones(8)),
+                    NotImplementedError, "npu_quant_gmm_alltoallv: expected comm_quant_scale"),
+        ErrorSample("scale_shape", lambda: ((*args()[0][:2], torch.ones(2), *args()[0][3:]),
+                                            args()[1]), RuntimeError,
+                    "npu_quant_gmm_alltoallv: expected gmm_x_scale shape \\(1,\\)"),
+    ]
+
+
+_ep_quant()
