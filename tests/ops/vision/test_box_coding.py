@@ -68,6 +68,15 @@ def test_encode_doc_example():
         torch.testing.assert_close(out.float(), want, equal_nan=True, rtol=0, atol=0)
 
 
+def test_encode_atlas_training_takes_log_of_magnitude():
+    # Seed 004's example output, printed on an Atlas training chip.
+    a = torch.tensor([[3., 4., 5., 6.]])
+    g = torch.tensor([[7., 8., 9., 6.]])
+    with na.strict("910"):
+        out = na.npu_bounding_box_encode(a, g, 0, 0, 0, 0, 0.1, 0.1, 0.2, 0.2)
+    assert out.tolist() == [[13.328125, 6.6640625, 0.0, -5.4921875]]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_encode_float16_steps_and_formula(dtype):
     a, g = boxes(37, 0, dtype), boxes(37, 1, dtype)

@@ -86,6 +86,8 @@ def test_yolo_non_contiguous_and_checks():
         na.npu_yolo_boxes_encode(anchors, gt, stride.long())
     with pytest.raises(RuntimeError, match="npu_yolo_boxes_encode: expected gt_bboxes shape"):
         na.npu_yolo_boxes_encode(anchors, gt[:4], stride[:4])
+    with na.strict("950"), pytest.raises(RuntimeError, match="expected a product the op supp"):
+        na.npu_yolo_boxes_encode(anchors, gt, stride)
 
 
 # -------------------------------------------------------------- anchor_response_flags --
@@ -166,6 +168,11 @@ def test_assign_op_plugin_golden():
     out = na.npu_grid_assign_positive(inds, overlaps, flags, max_ov, argmax_ov, gt_max,
                                       gt_argmax, 128, 0.5, 0.0, True)
     torch.testing.assert_close(out, torch.tensor([2.0, 1.0, 0.25984418, 0.36664134]))
+    # The newer doc's example passes num_gts as a one-element int32 tensor.
+    num_gts = torch.tensor([128], dtype=torch.int32)
+    again = torch.ops.npu.npu_grid_assign_positive(inds, overlaps, flags, max_ov, argmax_ov,
+                                                   gt_max, gt_argmax, num_gts, 0.5, 0.0, True)
+    assert torch.equal(again, out)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])

@@ -106,8 +106,11 @@ def bounding_box_encode_reference(anchor_box, ground_truth_box, means0, means1, 
     gx, gy, gw, gh = _centre_size(h(ground_truth_box.float()), h)
     means = [_scalar(-m) for m in (means0, means1, means2, means3)]
     inv_stds = [_scalar(1.0 / s) for s in (stds0, stds1, stds2, stds3)]
-    raw = (h(h(gx - px) / pw), h(h(gy - py) / ph),
-           h(torch.log(h(gw / pw))), h(torch.log(h(gh / ph))))
+    log = torch.log
+    if targets.current() == Product.ATLAS_TRAINING:
+        # That line's float16 log returns log|x| for a negative ratio (the seed doc's -5.4922).
+        log = lambda t: torch.log(t.abs())  # noqa: E731
+    raw = (h(h(gx - px) / pw), h(h(gy - py) / ph), h(log(h(gw / pw))), h(log(h(gh / ph))))
     deltas = [h(h(d + m) * s) for d, m, s in zip(raw, means, inv_stds)]
     return torch.stack(deltas, dim=-1).to(anchor_box.dtype)
 
@@ -195,8 +198,10 @@ def npu_bounding_box_encode(anchor_box, ground_truth_box, means0, means1, means2
     bounding_box_encode kernel: before the Ascend 950 every step runs in float16 (float32
     inputs included), so float32 results carry float16 precision (``40/3`` comes out as
     13.3281, as the doc example shows); the log of a non-positive size ratio is NaN (or
-    ``-inf`` for 0).  ``strict("950")`` computes in float32 (hicann ops-cv arch35 kernel).
-    No backward.
+    ``-inf`` for 0), as on A2 (op-plugin's golden and the newer doc).  ``strict("910")``
+    (Atlas training series) gives ``log|ratio|`` there, the seed example's -5.4922 (that line
+    divides by a Newton-refined reciprocal, which may differ by a float16 ulp; not modelled).
+    ``strict("950")`` computes in float32 (hicann ops-cv arch35 kernel).  No backward.
 
     Examples
     --------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ... import checks
+from ... import checks, targets
 from .box_coding_common import FLOATS, define_op, expect_n4, expect_shape
 
 YOLO_OP = "npu_yolo_boxes_encode"
@@ -48,6 +48,8 @@ def check_yolo_boxes_encode(self, gt_bboxes, stride, performance_mode=False):
     expect_shape(YOLO_OP, "stride", stride, gt_bboxes.shape[:1], "one per gt_bboxes row")
     checks.expect_same_device({"self": self, "gt_bboxes": gt_bboxes, "stride": stride},
                               YOLO_OP)
+    # The doc lists the Atlas training / inference / A2 / A3 lines (no 950 kernel exists).
+    targets.expect_supported(YOLO_OP, targets.PRE_950)
 
 
 def yolo_boxes_encode_reference(self, gt_bboxes, stride, performance_mode=False):
@@ -231,6 +233,7 @@ def check_grid_assign_positive(self, overlaps, box_responsible_flags, max_overla
                                "max_overlaps": max_overlaps, "argmax_overlaps": argmax_overlaps,
                                "gt_max_overlaps": gt_max_overlaps,
                                "gt_argmax_overlaps": gt_argmax_overlaps}, op)
+    targets.expect_supported(op, targets.PRE_950)
 
 
 def grid_assign_positive_reference(self, overlaps, box_responsible_flags, max_overlaps,
