@@ -118,9 +118,7 @@ def bounding_box_encode_reference(anchor_box, ground_truth_box, means0, means1, 
 def _decode_950(rois, deltas, means, stds, max_shape):
     """The Ascend 950 kernel: float32, no ratio clip, bounds [0, W] / [0, H], NaN -> 0."""
     px, py, pw, ph = _centre_size(rois.float(), lambda t: t)
-    d = deltas.float() * torch.tensor(stds, device=rois.device) + torch.tensor(
-        means, device=rois.device)
-    dx, dy, dw, dh = d.unbind(-1)
+    dx, dy, dw, dh = (d * s + m for d, s, m in zip(deltas.float().unbind(-1), stds, means))
     gw, gh = pw * torch.exp(dw), ph * torch.exp(dh)
     gx, gy = px + pw * dx, py + ph * dy
     height, width = max_shape
