@@ -196,11 +196,17 @@ def test_fake_kernel_matches_eager_metadata(bidirectional, batch_first, packed, 
         calls.append((torch.ops.npu._lstm_npu_backward, back_args, kw,
                       na._lstm_npu_backward(*back_args, **kw)))
     mode = FakeTensorMode()
-    conv = lambda v: mode.from_tensor(v) if isinstance(v, torch.Tensor) else (  # noqa: E731
-        [mode.from_tensor(t) for t in v] if isinstance(v, list) else v)
+
+    def conv(v):
+        if isinstance(v, torch.Tensor):
+            return mode.from_tensor(v)
+        return [mode.from_tensor(t) for t in v] if isinstance(v, list) else v
+
+    def flat(outputs):
+        return [t for v in outputs for t in (v if isinstance(v, (list, tuple)) else [v])]
+
     for op, a, k, want in calls:
         with mode:
             fake = op(*[conv(v) for v in a], **{n: conv(v) for n, v in k.items()})
-        flat = lambda o: [t for v in o for t in (v if isinstance(v, (list, tuple)) else [v])]  # noqa
         for f, e in zip(flat(fake), flat(want)):
             assert (f.shape, f.dtype, f.stride()) == (e.shape, e.dtype, e.stride())
