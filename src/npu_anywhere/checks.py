@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
+from .npu_wording import suffix
 
 
 class NpuValueError(ValueError, RuntimeError):
@@ -68,7 +69,8 @@ def error_class(error: type) -> type:
 
 
 def message(op: str, param: str, requirement: str, actual: Any) -> str:
-    return f"{op}: expected {param} {requirement}, but got {actual}"
+    # torch_npu's own sentence follows where op-plugin's tests match its words (npu_wording)
+    return f"{op}: expected {param} {requirement}, but got {actual}" + suffix(op, param, actual)
 
 
 def expect(cond: Any, op: str, param: str, requirement: str | Callable[[], str],
