@@ -93,22 +93,7 @@ for _plain in (conv2d_op, conv3d_op):
                            "npu_convolution is the differentiable form")
 
 
-def _setup_context(ctx, inputs, output):
-    input, weight, bias, stride, padding, dilation, groups = inputs
-    ctx.save_for_backward(input, weight)
-    ctx.args = (stride, padding, dilation, groups)
-    ctx.has_bias = bias is not None
-
-
-def _backward(ctx, grad):
-    input, weight = ctx.saved_tensors
-    need = list(ctx.needs_input_grad[:3])
-    need[2] = need[2] and ctx.has_bias
-    result = convolution_backward_op(input, grad.contiguous(), weight, *ctx.args, need)
-    return (*cp.grads_from(need, result), None, None, None, None)
-
-
-convolution_op.set_autograd(setup_context=_setup_context, backward=_backward)
+cp.set_autograd(convolution_op, convolution_backward_op)
 
 
 def npu_conv2d(input, weight, bias, stride, padding, dilation, groups):

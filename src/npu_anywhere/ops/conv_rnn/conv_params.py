@@ -151,6 +151,23 @@ def backward(input, grad, weight, stride, padding, dilation, groups, mask, trans
             gb.to(grad.dtype) if want[2] else empty)
 
 
-def grads_from(need: Sequence[bool], result) -> tuple:
-    """Autograd's view of a backward op's result: None where no gradient was asked for."""
-    return tuple(r if n else None for n, r in zip(need, result))
+def set_autograd(forward_op, backward_op) -> None:
+    """Differentiate ``forward_op(input, weight, bias, *geometry)`` through
+    ``backward_op(input, grad, weight, *geometry, mask)`` (derivatives.yaml passes the
+    needs-grad mask of input, weight and bias as the backward's output mask)."""
+
+    def setup_context(ctx, inputs, output):
+        input, weight, bias, *geometry = inputs
+        ctx.save_for_backward(input, weight)
+        ctx.geometry = geometry
+        ctx.has_bias = bias is not None
+
+    def backward(ctx, grad):
+        input, weight = ctx.saved_tensors
+        need = list(ctx.needs_input_grad[:3])
+        need[2] = need[2] and ctx.has_bias
+        result = backward_op(input, grad.contiguous(), weight, *ctx.geometry, need)
+        grads = tuple(r if n else None for n, r in zip(need, result))
+        return (*grads, *([None] * len(ctx.geometry)))
+
+    forward_op.set_autograd(setup_context=setup_context, backward=backward)

@@ -106,22 +106,7 @@ conv_transpose2d_op.forbid_autograd("op-plugin's derivatives.yaml has no backwar
                                     "npu_convolution_transpose is the differentiable form")
 
 
-def _setup_context(ctx, inputs, output):
-    input, weight, bias, padding, output_padding, stride, dilation, groups = inputs
-    ctx.save_for_backward(input, weight)
-    ctx.args = (padding, output_padding, stride, dilation, groups)
-    ctx.has_bias = bias is not None
-
-
-def _backward(ctx, grad):
-    input, weight = ctx.saved_tensors
-    need = list(ctx.needs_input_grad[:3])
-    need[2] = need[2] and ctx.has_bias
-    result = convolution_transpose_backward_op(input, grad.contiguous(), weight, *ctx.args, need)
-    return (*cp.grads_from(need, result), None, None, None, None, None)
-
-
-convolution_transpose_op.set_autograd(setup_context=_setup_context, backward=_backward)
+cp.set_autograd(convolution_transpose_op, convolution_transpose_backward_op)
 
 
 def npu_conv_transpose2d(input, weight, bias, padding, output_padding, stride, dilation, groups):
