@@ -27,6 +27,7 @@ selects those forms.
 from __future__ import annotations
 
 import math
+import struct
 
 import torch
 
@@ -86,10 +87,13 @@ def _stepper(dtype: torch.dtype):
 
 
 def _scalar(value: float) -> float:
-    """A kernel scalar: float16 on the pre-950 kernels, float32 on the 950."""
-    if targets.current() == Product.ASCEND_950:
-        return float(torch.tensor(value, dtype=torch.float32))
-    return float(torch.tensor(value, dtype=torch.float16))
+    """A kernel scalar: float16 on the pre-950 kernels, float32 on the 950 (rounded in plain
+    Python, so that tracing under FakeTensor sees a constant)."""
+    code = "f" if targets.current() == Product.ASCEND_950 else "e"
+    try:
+        return struct.unpack(code, struct.pack(code, value))[0]
+    except OverflowError:   # beyond the format's range: the conversion gives an infinity
+        return math.copysign(math.inf, value)
 
 
 def _centre_size(boxes, h):
