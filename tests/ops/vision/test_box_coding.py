@@ -300,3 +300,12 @@ def test_rotated_bad_inputs():
         na.npu_rotated_box_encode(a, a, torch.ones(3))
     with pytest.raises(RuntimeError, match="npu_rotated_box_decode: expected self a 3-D tensor"):
         na.npu_rotated_box_decode(a[0], a[0], torch.ones(5))
+
+
+def test_empty_inputs():
+    e = torch.zeros(0, 4)
+    assert na.npu_bounding_box_encode(e, e, *MEANS, *STDS).shape == (0, 4)
+    assert na.npu_bounding_box_decode(e, e, *MEANS, *STDS, [3, 3], 0.1).shape == (0, 4)
+    r = torch.zeros(2, 5, 0)
+    assert na.npu_rotated_box_encode(r, r, torch.ones(5)).shape == (2, 5, 0)
+    assert na.npu_rotated_box_decode(r, r, torch.ones(5)).shape == (2, 5, 0)

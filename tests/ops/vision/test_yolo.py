@@ -213,3 +213,21 @@ def test_assign_checks():
     args = list(assign_inputs(256, 4, 1))
     with pytest.raises(RuntimeError, match="expected overlaps fewer than 256 rows"):
         na.npu_grid_assign_positive(*args, 3, 0.5, 0.0, True)
+
+
+def test_empty_inputs():
+    e = torch.zeros(0, 4)
+    assert na.npu_yolo_boxes_encode(e, e, torch.zeros(0, dtype=torch.int32)).shape == (0, 4)
+    assert na.npu_anchor_response_flags(e, [3, 4], [2, 2], 2).tolist() == [0] * 24
+    z = torch.zeros(0)
+    for assign_all in (True, False):
+        out = na.npu_grid_assign_positive(z, torch.zeros(3, 0), z.to(torch.uint8), z, z.int(),
+                                          torch.rand(3), torch.zeros(3, dtype=torch.int32), 3,
+                                          0.5, 0.0, assign_all)
+        assert out.shape == (0,)
+    x = torch.rand(4)           # no ground truth: the indices come back unchanged
+    out = na.npu_grid_assign_positive(x, torch.zeros(0, 4), torch.ones(4, dtype=torch.uint8),
+                                      torch.zeros(4), torch.zeros(4, dtype=torch.int32),
+                                      torch.zeros(0), torch.zeros(0, dtype=torch.int32), 3, 0.5,
+                                      0.0, True)
+    assert torch.equal(out, x)

@@ -240,6 +240,8 @@ def grid_assign_positive_reference(self, overlaps, box_responsible_flags, max_ov
                                    argmax_overlaps, gt_max_overlaps, gt_argmax_overlaps,
                                    num_gts, pos_iou_thr, min_pos_iou, gt_max_assign_all):
     n, dtype = self.shape[0], self.dtype
+    if n == 0:
+        return self.clone()
     # The kernel reads a flag as set when non-zero, except in the argmax-only step (== 1).
     responsible = box_responsible_flags != 0
     # Positive boxes: the best ground truth's 1-based index.
@@ -256,8 +258,8 @@ def grid_assign_positive_reference(self, overlaps, box_responsible_flags, max_ov
     else:
         target = gt_argmax_overlaps[:k].long()
         inside = (target >= 0) & (target < n)
-        target = target.clamp(0, max(n - 1, 0))
-        flagged = box_responsible_flags[target] == 1 if n else inside
+        target = target.clamp(0, n - 1)
+        flagged = box_responsible_flags[target] == 1
         ok = eligible & inside & flagged
         winner = torch.zeros(n, dtype=torch.long, device=self.device)
         winner = winner.scatter_reduce(0, target, torch.where(ok, ids, 0), "amax")
