@@ -121,3 +121,22 @@ def test_bad_inputs_and_strict_rules():
     with na.strict("A2"):
         with pytest.raises(ValueError, match="expected select_block_size 64 with"):
             na.npu_nsa_select_attention(q, k, v, topk, 0.3, 4, BLOCK, COUNT, **kw)
+
+
+def test_grad_op_is_causal_without_a_mask_as_the_kernel():
+    """The grad kernel masks by sparse mode 2 alone: atten_mask=None gives the causal grads."""
+    q, k, v, topk = _inputs(torch.float64, seed=8)
+    kw = dict(actual_seq_qlen=[3, 7], actual_seq_kvlen=[6, 13])
+    mask = torch.ones(7, 7, dtype=torch.bool)
+    out, mx, sm = na.npu_nsa_select_attention(q, k, v, topk, 0.4, 4, BLOCK, COUNT,
+                                              atten_mask=mask, **kw)
+    dy = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    with_mask = na.npu_nsa_select_attention_grad(dy, q, k, v, out, mx, sm, topk, 0.4, 4, BLOCK,
+                                                 COUNT, atten_mask=mask, **kw)
+    without = na.npu_nsa_select_attention_grad(dy, q, k, v, out, mx, sm, topk, 0.4, 4, BLOCK,
+                                               COUNT, **kw)
+    for a, b in zip(with_mask, without):
+        torch.testing.assert_close(a, b)
+    # while the forward without a mask attends to every selected key
+    unmasked = na.npu_nsa_select_attention(q, k, v, topk, 0.4, 4, BLOCK, COUNT, **kw)[0]
+    assert not torch.allclose(unmasked, out)

@@ -18,7 +18,12 @@ holds).  Masked scores become float32's lowest value; the softmax is in float32 
 is cast to the inputs' dtype before the product with the values.
 
 The backward (op-plugin derivatives.yaml, ``npu_nsa_select_attention_grad``; golden
-test/test_custom_ops/test_npu_nsa_select_attention_grad.py) rebuilds ``P`` from
+test/test_custom_ops/test_npu_nsa_select_attention_grad.py) always applies the causal rule:
+torch_npu passes sparse mode 2 and the grad kernel's tiling (op_host/
+nsa_selected_attention_grad_tiling_bs1*.cpp) enables the mask from the sparse mode alone,
+whether or not ``atten_mask`` is given.  So with ``atten_mask=None`` the forward attends to
+every selected key while the gradients are those of the causal forward, as on the NPU.
+It rebuilds ``P`` from
 ``softmax_max`` / ``softmax_sum`` and differentiates with the selection fixed:
 ``dS = P * (dy @ V^T - sum(dy * out))``, ``dq = scale * dS @ K``, ``dk = scale * dS^T @ q`` and
 ``dv = P^T @ dy``, scattered back to the selected key positions (repeats add up), in float32
@@ -191,7 +196,7 @@ def nsa_select_attention_grad_reference(grad, query, key, value, attention_out, 
         d_q, d_k, d_v = math.backward(grouped(dy_all), q, k, v, grouped(out_all),
                                       grouped(max_all), grouped(sum_all), topk_indices[rows],
                                       block=select_block_size, scale=scale_value,
-                                      causal=atten_mask is not None)
+                                      causal=True)
         dq[rows] = d_q.reshape(ql, n1, -1)
         dk[keys] += d_k
         dv[keys] += d_v
@@ -276,7 +281,8 @@ def npu_nsa_select_attention(query, key, value, topk_indices, scale_value, head_
     Notes
     -----
     Differentiable in ``query``, ``key`` and ``value`` (:func:`npu_nsa_select_attention_grad`);
-    the softmax statistics are not.  The softmax is float32, rounded to the inputs' dtype
+    the softmax statistics are not.  As on the NPU the backward always applies the causal rule,
+    so the gradients match this forward only when ``atten_mask`` is given.  The softmax is float32, rounded to the inputs' dtype
     before the product with the values, as the kernel does.
 
     Examples
@@ -306,7 +312,8 @@ def npu_nsa_select_attention_grad(grad, query, key, value, attention_out, softma
         dq = scale_value * dS @ K;  dk = scale_value * dS^T @ q;  dv = P^T @ grad
 
     ``dk`` / ``dv`` are scattered to the selected key positions (repeated blocks add up; keys
-    never selected get zero).  Returns ``(dq, dk, dv)`` in the inputs' dtypes, float32 math.
+    never selected get zero).  The causal rule (key ``p`` seen by query row ``i`` iff ``p <=
+    i``) always applies, as in the grad kernel (sparse mode 2); ``atten_mask`` is not read.  Returns ``(dq, dk, dv)`` in the inputs' dtypes, float32 math.
     """
     return select_grad_op(grad, query, key, value, attention_out, softmax_max, softmax_sum,
                           topk_indices, scale_value, head_num, select_block_size,

@@ -70,10 +70,11 @@ def _select_args(dtype=torch.float16, topk_by_keyword=False, **kw):
 def _select() -> None:
     e = _entry("npu_nsa_select_attention")
     e.samples += [
-        Sample("fp16_causal", lambda: _select_args(atten_mask=torch.ones(7, 7,
-                                                                         dtype=torch.bool))),
-        Sample("fp64", lambda: _select_args(torch.float64, True, actual_seq_qlen=[7],
-                                            actual_seq_kvlen=[13]), differentiable=True),
+        Sample("fp16_unmasked", lambda: _select_args()),
+        # causal (a mask given), the rule the backward always applies
+        Sample("fp64_causal", lambda: _select_args(
+            torch.float64, True, actual_seq_qlen=[7], actual_seq_kvlen=[13],
+            atten_mask=torch.ones(7, 7, dtype=torch.bool)), differentiable=True),
     ]
     e.errors += [
         ErrorSample("head_num", lambda: ((_t(7, 4, 16), _t(13, 2, 16), _t(13, 2, 8),
