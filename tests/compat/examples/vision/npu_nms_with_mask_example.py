@@ -8,7 +8,8 @@ output1
 output2
 output3
 
-# --- added by npu_anywhere tests: check the numbers (the doc's printed outputs) ---
+# --- added by npu_anywhere tests: check the numbers ---
+# The doc's printed outputs.
 expected = torch.tensor([[0.0, 1.0, 2.0, 3.0, 0.6001], [6.0, 7.0, 8.0, 9.0, 0.3999]],
                         dtype=torch.float16)
 torch.testing.assert_close(output1.cpu(), expected, rtol=0, atol=1e-3)
