@@ -70,6 +70,10 @@ def worker(rank, world, port, out_dir):
         permute_out_flag=True)
     out["gmm_alltoallv"] = torch_npu.npu_gmm_alltoallv(
         t["ep_x"], t["ep_w"], hcom, world, SEND[rank], recv_counts(rank, world))
+    sub = dist.new_group(list(range(world)), backend="hccl")
+    sub_hcom = sub._get_backend(torch.device("npu")).get_hccl_comm_name(rank)
+    out["subgroup"] = torch_npu.npu_mm_all_reduce_base(t["ar_x1"], t["ar_x2"], sub_hcom,
+                                                       bias=t["ar_bias"])
     scales = [t.npu() for t in SCALES]
     out["alltoallv_quant_gmm"] = torch_npu.npu_alltoallv_quant_gmm(
         t["hf_x"], t["hf_w"], *scales, hcom, world, SEND[rank], recv_counts(rank, world),
@@ -77,7 +81,8 @@ def worker(rank, world, port, out_dir):
     out["quant_gmm_alltoallv"] = torch_npu.npu_quant_gmm_alltoallv(
         t["hf_x"], t["hf_w"], *scales, hcom, world, SEND[rank], recv_counts(rank, world),
         torch.bfloat16, **HF8)
-    torch.save({k: [v.cpu() for v in (o if isinstance(o, tuple) else (o,))]
-                for k, o in out.items()}, os.path.join(out_dir, f"rank{rank}.pt"))
+    saved = {k: [v.cpu() for v in (o if isinstance(o, tuple) else (o,))] for k, o in out.items()}
+    saved["names"] = [hcom, sub_hcom]
+    torch.save(saved, os.path.join(out_dir, f"rank{rank}.pt"))
     dist.barrier()
     dist.destroy_process_group()

@@ -47,6 +47,9 @@ def test_all_reduce(results):
     golden = sum(d(i["ar_x1"]) @ d(i["ar_x2"]) + d(i["ar_bias"]) for i in INPUTS)
     wq = sum(d(i["wq_x1"]) @ (d(i["wq_x2"]) * d(i["wq_scale"])) for i in INPUTS)
     for r in range(WORLD):
+        default_name, sub_name = results[r]["names"]
+        assert default_name != sub_name            # one communicator name per group
+        close(results[r]["subgroup"][0], golden, torch.float16)
         close(results[r]["all_reduce"][0], golden, torch.float16)
         close(results[r]["all_reduce_wq"][0], wq, torch.bfloat16)
 
