@@ -287,6 +287,8 @@ def test_rotated_non_contiguous_and_round_trip():
     enc = na.npu_rotated_box_encode(a, g, w)
     assert_close_to_golden(enc, rotated_encode_f64(a, g, WEIGHT), rtol=1e-5, atol=1e-5)
     assert torch.equal(a, a2)
+    for alias in ("anchor_box", "anchor_boxes"):
+        assert torch.equal(na.npu_rotated_box_encode(gt_bboxes=g, weight=w, **{alias: a}), enc)
     # Decoding the encoding recovers boxes whose sizes were not clamped.
     big = ((g[:, 2] - g[:, 0]) >= 1) & ((g[:, 3] - g[:, 1]) >= 1)
     back = na.npu_rotated_box_decode(a, enc, w)

@@ -120,6 +120,10 @@ def test_anchor_flags_op_plugin_shape_and_checks():
     x = torch.rand(100, 4) * 100
     out = torch.ops.npu.npu_anchor_response_flags(x, [60, 60], [2, 2], 9)
     assert out.shape == (32400,) and torch.equal(out, flags_golden(x, [60, 60], [2, 2], 9))
+    # The doc's parameter list spells it ``strides``.
+    again = na.npu_anchor_response_flags(x, featmap_size=[60, 60], strides=[2, 2],
+                                         num_base_anchors=9)
+    assert torch.equal(again, out)
     with pytest.raises(RuntimeError, match="npu_anchor_response_flags: expected self dtype in"):
         na.npu_anchor_response_flags(x.double(), [6, 6], [2, 2], 1)
 

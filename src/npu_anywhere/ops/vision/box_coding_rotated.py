@@ -99,6 +99,13 @@ encode_op = define_op(ENCODE_SCHEMA, check_rotated_box_encode, rotated_box_encod
 decode_op = define_op(DECODE_SCHEMA, check_rotated_box_decode, rotated_box_decode_reference)
 
 
+def _anchors(op, value, kwargs):
+    # The doc pages spell the anchors ``anchor_box`` and ``anchor_boxes`` (prototype and
+    # parameter list disagree); both are accepted for both ops.
+    alias = "anchor_boxes" if "anchor_boxes" in kwargs else "anchor_box"
+    return accept_alias(op, "self", value, alias, kwargs)
+
+
 def npu_rotated_box_encode(self=None, gt_bboxes=None, weight=None, **kwargs):
     """Deltas of rotated ground-truth boxes relative to rotated anchor boxes.
 
@@ -111,8 +118,8 @@ def npu_rotated_box_encode(self=None, gt_bboxes=None, weight=None, **kwargs):
     Parameters
     ----------
     self : Tensor
-        ``(B, 5, N)`` anchor boxes, rows ``x1, y1, x2, y2, angle`` (``anchor_box=`` / the doc's
-        name also accepted), float32 or float16.
+        ``(B, 5, N)`` anchor boxes, rows ``x1, y1, x2, y2, angle`` (the doc's names
+        ``anchor_box=`` / ``anchor_boxes=`` also accepted), float32 or float16.
     gt_bboxes : Tensor
         ``(B, 5, N)`` ground-truth boxes, ``self``'s shape and dtype.
     weight : Tensor
@@ -137,7 +144,7 @@ def npu_rotated_box_encode(self=None, gt_bboxes=None, weight=None, **kwargs):
     tensor([-0.4253, -0.5166, -1.7021, -0.0162,  1.1328], dtype=torch.float16)
     """
     if kwargs:
-        self = accept_alias(ENCODE_OP, "self", self, "anchor_box", kwargs)
+        self = _anchors(ENCODE_OP, self, kwargs)
     return encode_op(self, gt_bboxes, weight)
 
 
@@ -155,8 +162,8 @@ def npu_rotated_box_decode(self=None, deltas=None, weight=None, **kwargs):
     Parameters
     ----------
     self : Tensor
-        ``(B, 5, N)`` anchor boxes (``anchor_boxes=``, the doc's name, also accepted), float32
-        or float16.
+        ``(B, 5, N)`` anchor boxes (the doc's names ``anchor_boxes=`` / ``anchor_box=`` also
+        accepted), float32 or float16.
     deltas : Tensor
         ``(B, 5, N)`` deltas, ``self``'s shape and dtype.
     weight : Tensor
@@ -180,7 +187,7 @@ def npu_rotated_box_decode(self=None, deltas=None, weight=None, **kwargs):
     tensor([  1.7861, -10.5781,  33.0000,  17.2969, -88.4375], dtype=torch.float16)
     """
     if kwargs:
-        self = accept_alias(DECODE_OP, "self", self, "anchor_boxes", kwargs)
+        self = _anchors(DECODE_OP, self, kwargs)
     return decode_op(self, deltas, weight)
 
 

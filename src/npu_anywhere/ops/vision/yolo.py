@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from ... import checks, targets
+from ...params import accept_alias
 from .box_coding_common import FLOATS, define_op, expect_n4, expect_shape
 
 YOLO_OP = "npu_yolo_boxes_encode"
@@ -159,7 +160,8 @@ def anchor_response_flags_reference(self, featmap_size, stride, num_base_anchors
 flags_op = define_op(FLAGS_SCHEMA, check_anchor_response_flags, anchor_response_flags_reference)
 
 
-def npu_anchor_response_flags(self, featmap_size, stride, num_base_anchors):
+def npu_anchor_response_flags(self=None, featmap_size=None, stride=None, num_base_anchors=None,
+                              **kwargs):
     """Responsible flags of the anchors of one feature map (YOLO): 1 where the grid cell
     holds the centre of a ground-truth box.
 
@@ -175,7 +177,8 @@ def npu_anchor_response_flags(self, featmap_size, stride, num_base_anchors):
     featmap_size : list of 2 ints
         ``[h, w]`` of the feature map.
     stride : list of 2 ints
-        ``[stride_x, stride_y]`` of the level (the doc's parameter list says ``strides``).
+        The level's strides; ``stride[0]`` divides x, ``stride[1]`` y (``strides=``, the
+        spelling of the doc's parameter list, is accepted too).
     num_base_anchors : int
         Anchors per grid cell.
 
@@ -199,6 +202,8 @@ def npu_anchor_response_flags(self, featmap_size, stride, num_base_anchors):
     >>> npu_anywhere.npu_anchor_response_flags(x, [60, 60], [2, 2], 9).shape
     torch.Size([32400])
     """
+    if kwargs:
+        stride = accept_alias(FLAGS_OP, "stride", stride, "strides", kwargs)
     return flags_op(self, featmap_size, stride, num_base_anchors)
 
 
