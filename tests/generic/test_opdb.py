@@ -39,11 +39,15 @@ def _flat(out):
 
 # Ops whose docs state no constraint a call could break (any tensor, no other argument).
 NOTHING_TO_REFUSE = {"npu_alloc_float_status"}
+# Ops every valid call of which fails off the NPU, as documented for a server without the
+# hardware they drive (the PMCC obfuscation engine: error 507018); their tests check that.
+NOTHING_RUNS = {"obfuscation_initialize", "obfuscation_finalize", "obfuscation_calculate"}
 
 
 def test_every_public_op_has_samples_and_errors():
     missing = [name for name, op in REGISTRY.items()
-               if op.info.public and not (name in OPDB and OPDB[name].samples
+               if op.info.public and not (name in OPDB
+                                          and (OPDB[name].samples or name in NOTHING_RUNS)
                                           and (OPDB[name].errors or name in NOTHING_TO_REFUSE))]
     assert not missing, missing
 

@@ -20,9 +20,17 @@ def _fill(module: types.ModuleType) -> types.ModuleType:
     return module
 
 
+# Ops the docs call as torch_npu.npu.<name> (they are torch_npu.<name> too).
+NPU_MODULE_OPS = ("obfuscation_initialize", "obfuscation_finalize", "obfuscation_calculate")
+
+
 def make_module(name: str) -> types.ModuleType:
     """``torch.npu`` (named ``name``), with ``.amp`` and ``.utils`` attached."""
+    from .. import ops          # the op functions (imported late: ops import the library)
+
     module = _fill(types.ModuleType(name, device.__doc__))
+    for attr in NPU_MODULE_OPS:
+        setattr(module, attr, ops.TORCH_NPU_FUNCTIONS[attr])
     module.__path__ = []  # a package: `import torch_npu.npu.utils` works
     module.amp = amp.make_module(f"{name}.amp")
     # torch_npu.npu.utils holds the same device functions (get_device_name, synchronize...).
