@@ -161,7 +161,8 @@ def _nms_rotated_fake(self, scores, iou_threshold, scores_threshold=0, max_outpu
     if max_output_size == 0 or self.shape[0] == 0:
         kept = 0
     else:
-        kept = torch.library.get_ctx().new_dynamic_size(max=self.shape[0])
+        n = self.shape[0]
+        kept = torch.library.get_ctx().new_dynamic_size(max=n if isinstance(n, int) else None)
     return (self.new_empty(kept, dtype=torch.int32), self.new_empty(1, dtype=torch.int32))
 
 
