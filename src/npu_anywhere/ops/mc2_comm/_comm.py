@@ -12,11 +12,16 @@ from __future__ import annotations
 import torch
 
 from ... import checks
-from ...compat import hccl
+
+
+def _hccl():
+    # Imported on first use: importing npu_anywhere must not import the compat package.
+    from ...compat import hccl
+    return hccl
 
 
 def group_size(hcom: str) -> int:
-    return hccl.group_size(hcom)
+    return _hccl().group_size(hcom)
 
 
 def expect_world_size(op: str, param: str, world_size: int, hcom: str) -> None:
@@ -24,12 +29,12 @@ def expect_world_size(op: str, param: str, world_size: int, hcom: str) -> None:
     size = group_size(hcom)
     checks.expect(world_size == size, op, param,
                   lambda: f"the size of the group named by hcom ({size}"
-                          f"{'' if hccl.lookup(hcom) else ', no such group'})",
+                          f"{'' if _hccl().lookup(hcom) else ', no such group'})",
                   world_size, ValueError)
 
 
 def _backend(hcom: str):
-    backend = hccl.lookup(hcom)
+    backend = _hccl().lookup(hcom)
     return None if backend is None or backend.size() == 1 else backend
 
 
