@@ -260,3 +260,16 @@ def test_ep_quant_bad_inputs():
         na.npu_alltoallv_quant_gmm(codes, weight, one.double(), one, HCOM, 1, [3], [3], 5,
                                    gmm_x_quant_mode=1, gmm_weight_quant_mode=1,
                                    gmm_x_dtype=HF8, gmm_weight_dtype=HF8)
+
+
+@pytest.mark.parametrize("op, args, allowed, refused", [
+    ("npu_mm_all_reduce_base", lambda: (f(2, 16), f(16, 4), HCOM), "A2", "A3"),
+    ("npu_all_gather_base_mm", lambda: (f(2, 16), f(16, 4), HCOM, 1), "A3", "950"),
+    ("npu_gmm_alltoallv", lambda: (f(3, 16), f(1, 16, 4), HCOM, 1, [3], [3]), "A3", "A2"),
+])
+def test_strict_products(op, args, allowed, refused):
+    from npu_anywhere import targets
+    with targets.strict(allowed):
+        getattr(na, op)(*args())
+    with targets.strict(refused), pytest.raises(RuntimeError, match=op):
+        getattr(na, op)(*args())
