@@ -200,6 +200,9 @@ def test_switches_live_in_torch_npus_option_table(npu):
         assert npu.matmul.allow_hf32 is True
         torch_npu._C._npu_setOption({"ALLOW_MATMUL_HF32": "disable"})
         assert npu.matmul.allow_hf32 is False
+        npu.set_option({"ALLOW_MATMUL_HF32": "enable"})      # torch.npu.set_option: same table
+        assert npu.matmul.allow_hf32 is True
+        npu.set_option({"ALLOW_MATMUL_HF32": "disable"})
         assert torch_npu._C._npu_getOption("NO_SUCH_OPTION_EVER_SET") is None
         with pytest.raises(TypeError, match="_npu_setOption: expected options a dict"):
             torch_npu._C._npu_setOption("ALLOW_MATMUL_HF32")

@@ -327,6 +327,8 @@ memory_summary = _cuda_or("memory_summary", "npu_anywhere: the stand-in device i
 config = options.Config()
 matmul = options.MatmulConfig()
 conv = options.ConvConfig()
+# torch.npu.set_option({name: value}): torch_npu's Python entry to the same option table.
+set_option = options.set_option
 
 API = ("is_available", "device_count", "current_device", "set_device", "device", "device_of",
        "is_initialized", "init", "_lazy_init", "synchronize", "set_compile_mode",
@@ -337,4 +339,5 @@ API = ("is_available", "device_count", "current_device", "set_device", "device",
        "empty_cache", "memory_allocated", "max_memory_allocated", "memory_reserved",
        "max_memory_reserved", "memory_cached", "max_memory_cached", "reset_peak_memory_stats",
        "reset_max_memory_allocated", "reset_max_memory_cached", "mem_get_info",
-       "memory_stats", "memory_summary", "config", "matmul", "conv", "local_device")
+       "memory_stats", "memory_summary", "config", "matmul", "conv", "set_option",
+       "local_device")
