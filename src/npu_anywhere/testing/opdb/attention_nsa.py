@@ -224,3 +224,35 @@ def _compress_attention_infer() -> None:
 
 
 _compress_attention_infer()
+
+
+def _softmax_lse_args(layout="BSND", **kw):
+    if layout == "BSND":
+        tensors = (_t(2, 3, 4, 16, dtype=torch.bfloat16, seed=21),
+                   _t(2, 5, 1, 16, dtype=torch.bfloat16, seed=22),
+                   _t(2, 3, 4, dtype=torch.float32, seed=23))
+        return tensors, dict(kw)
+    tensors = (_t(5, 4, 16, seed=24), _t(9, 2, 16, seed=25), _t(5, 4, seed=26))
+    return tensors, dict(dict(actual_seq_qlen=[2, 5], actual_seq_klen=[4, 9], layout="TND"),
+                         **kw)
+
+
+def _softmax_lse() -> None:
+    e = _entry("npu_dense_lightning_indexer_softmax_lse")
+    e.samples += [
+        Sample("bsnd_causal", lambda: _softmax_lse_args()),
+        Sample("tnd_mode0", lambda: _softmax_lse_args("TND", sparse_mode=0)),
+    ]
+    e.errors += [
+        ErrorSample("sparse_mode", lambda: _softmax_lse_args(sparse_mode=1), ValueError,
+                    "npu_dense_lightning_indexer_softmax_lse: expected sparse_mode 0"),
+        ErrorSample("weights_shape", lambda: ((_t(2, 3, 4, 16), _t(2, 5, 1, 16), _t(2, 3, 3)),
+                                              {}), RuntimeError,
+                    "npu_dense_lightning_indexer_softmax_lse: expected weights shape"),
+        ErrorSample("tnd_lengths", lambda: _softmax_lse_args("TND", actual_seq_klen=[4, 8]),
+                    ValueError, "npu_dense_lightning_indexer_softmax_lse: expected "
+                                "actual_seq_klen a last value"),
+    ]
+
+
+_softmax_lse()
