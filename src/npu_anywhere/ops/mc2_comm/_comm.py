@@ -3,8 +3,8 @@
 ``hcom`` is the name ``get_hccl_comm_name`` gives (:mod:`npu_anywhere.compat.hccl`).  Without a
 group of that name -- no ``init_process_group``, or a single process -- every collective is the
 identity over one rank, so single-process code computes the one-rank result.  Collectives run
-on CPU copies (the gloo backend), in the dtype given; the ops pass float32 partial results so
-that the sum over ranks is rounded once, like the float32 goldens the kernels are judged by.
+on CPU copies (the gloo backend), in the dtype given; the reducing ops pass float32 copies of
+their rounded partials, so that the sum is rounded once more at the end.
 """
 
 from __future__ import annotations

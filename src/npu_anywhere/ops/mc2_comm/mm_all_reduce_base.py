@@ -8,9 +8,13 @@ Formulas (seed 004; hicann/ops-transformer ``mc2/matmul_all_reduce/README.md``):
 
 The sum is over every rank's own ``x1 @ x2 + bias + x3``, as the formula (and the kernel, which
 adds bias and x3 on every rank before reducing) has it: a tensor-parallel row layer passes its
-bias on one rank only, or adds it after the call.  Each rank's partial result is float32 (the
-matmul family's arithmetic, ``_local.py``), the ranks' partials are summed in float32 and the sum
-is rounded once -- op-plugin's golden (``test/test_custom_ops/test_mm_all_reduce_base.py``).
+bias on one rank only, or adds it after the call.  Each rank's partial result is computed in
+float32 (the matmul family's arithmetic, ``_local.py``) and rounded to the output dtype, as the
+kernel writes its matmul tile in that dtype before the collective reads it
+(``op_kernel/matmul_all_reduce_base.h``); the rounded partials are summed in float32 and the sum
+rounded once more.  With two ranks that is exactly one addition in the output dtype, whatever
+order HCCL sums in; op-plugin's golden (``test/test_custom_ops/test_mm_all_reduce_base.py``)
+skips the first rounding, well within its tolerance.
 The output shape and dtypes follow op-plugin's meta function: ``x1``'s shape with n last; the
 quantized output is ``y_dtype``, else bfloat16 for a bfloat16 ``dequant_scale`` and float16 for
 the others.
@@ -188,8 +192,10 @@ def mm_all_reduce_base_reference(x1, x2, hcom, *, reduce_op="sum", bias=None,
         partial = _local.quant_mm(x1, x2, dequant_scale, pertoken_scale, bias)
     if x3 is not None:
         partial = partial + x3.to(torch.float32)
-    total = _comm.all_reduce_sum(partial, hcom)
-    return total.to(_out_dtype(x1, x2, dequant_scale, y_dtype))
+    out = _out_dtype(x1, x2, dequant_scale, y_dtype)
+    # The kernel stores each rank's tile in the output dtype before the collective reads it.
+    total = _comm.all_reduce_sum(partial.to(out).to(torch.float32), hcom)
+    return total.to(out)
 
 
 def mm_all_reduce_base_fake(x1, x2, hcom, *, dequant_scale=None, y_dtype=None, **kwargs):
@@ -269,9 +275,9 @@ dequant_scale_dtype, pertoken_scale_dtype, comm_quant_mode
 
     Notes
     -----
-    Every rank's partial result is float32, the ranks' partials are summed in float32 and the
-    sum is rounded once (op-plugin's golden); the NPU's reduction order may differ in the last
-    bits.  No backward.  Under FakeTensor and ``torch.compile`` tracing only shapes are computed.
+    Every rank's float32 partial is rounded to the output dtype (as the kernel stores it), the
+    rounded partials are summed in float32 and rounded again: exact for two ranks; with more, the
+    NPU's reduction order may differ in the last bits.  No backward.  Under FakeTensor and ``torch.compile`` tracing only shapes are computed.
 
     Examples
     --------

@@ -6,13 +6,17 @@ Formula (seed 004; hicann/ops-transformer ``mc2/matmul_reduce_scatter/README.md`
     out = reduce_scatter(x1 @ x2 + bias)              rank r keeps rows [r*m/W, (r+1)*m/W)
     quant: out = reduce_scatter((x1 @ x2) * x2_scale [* x1_scale])
 
-Each rank's partial result is float32, the partials are summed in float32 and rounded once
-(op-plugin's golden, ``test/test_custom_ops/test_mm_reduce_scatter_base.py``); output shape and
+Each rank's partial result is computed in float32 and rounded to the output dtype (the kernel
+stores its matmul tile so before the collective), the rounded partials are summed in float32 and
+rounded again -- one addition in the output dtype for two ranks (op-plugin's golden,
+``test/test_custom_ops/test_mm_reduce_scatter_base.py``, sums unrounded float32); output shape and
 dtype as op-plugin's meta function: ``[m / world_size, n]``, x1's dtype (float16 for an int64
 ``x2_scale``, else ``output_dtype``, default bfloat16).
 """
 
 from __future__ import annotations
+
+import torch
 
 from ... import checks, targets
 from ...library import TORCH_NPU_NS, NpuOp, OpInfo
@@ -44,8 +48,9 @@ def check_mm_reduce_scatter_base(self, x2, hcom, world_size, *, reduce_op="sum",
 def mm_reduce_scatter_base_reference(self, x2, hcom, world_size, *, reduce_op="sum", bias=None,
                                      x1_scale=None, x2_scale=None, comm_turn=0,
                                      output_dtype=None, comm_mode=None):
-    local = _tp.partial(self, x2, bias, x1_scale, x2_scale)
-    return _comm.reduce_scatter_rows(local, hcom).to(_tp.out_dtype(self, x2_scale, output_dtype))
+    out = _tp.out_dtype(self, x2_scale, output_dtype)
+    local = _tp.partial(self, x2, bias, x1_scale, x2_scale).to(out).to(torch.float32)
+    return _comm.reduce_scatter_rows(local, hcom).to(out)
 
 
 def mm_reduce_scatter_base_fake(self, x2, hcom, world_size, *, x2_scale=None,
@@ -111,7 +116,8 @@ def npu_mm_reduce_scatter_base(self=None, x2=None, hcom=None, world_size=None, *
 
     Notes
     -----
-    The ranks' float32 partials are summed in float32 and rounded once.  No backward.
+    Each rank's partial is rounded to the output dtype, then the partials are summed in float32
+    and rounded again (exact for two ranks).  No backward.
 
     Examples
     --------
