@@ -31,8 +31,6 @@ SCHEMA = ("npu_batch_nms(Tensor self, Tensor scores, float score_threshold, floa
           "int max_size_per_class, int max_total_size, bool change_coordinate_frame=False, "
           "bool transpose_box=False) -> (Tensor, Tensor, Tensor, Tensor)")
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
 
 def _layout(boxes, transpose_box):
     """(per-class box count q, box count N) of ``boxes`` in either layout."""
@@ -43,7 +41,7 @@ def _layout(boxes, transpose_box):
 
 def check_batch_nms(self, scores, score_threshold, iou_threshold, max_size_per_class,
                     max_total_size, change_coordinate_frame=False, transpose_box=False):
-    checks.expect_dtype(self, _FLOATS, OP, "self")
+    checks.expect_dtype(self, nms_common.FLOATS, OP, "self")
     layout = "[batch, q, 4, num_anchors]" if transpose_box else "[batch, num_anchors, q, 4]"
     coord_dim = 2 if transpose_box else 3
     checks.expect(self.dim() == 4 and self.shape[coord_dim] == 4, OP, "self",

@@ -7,6 +7,24 @@ from __future__ import annotations
 
 import torch
 
+from ... import checks
+
+FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def expect_boxes_and_scores(op: str, boxes: torch.Tensor, scores: torch.Tensor,
+                            width: int) -> None:
+    """``boxes`` ``[num_boxes, width]`` and ``scores`` ``[num_boxes]``, floating, one device."""
+    checks.expect_dtype(boxes, FLOATS, op, "self")
+    checks.expect(boxes.dim() == 2 and boxes.shape[1] == width, op, "self",
+                  f"of shape [num_boxes, {width}]", lambda: f"shape {tuple(boxes.shape)}",
+                  ValueError)
+    checks.expect_dtype(scores, FLOATS, op, "scores")
+    checks.expect(tuple(scores.shape) == (boxes.shape[0],), op, "scores",
+                  lambda: f"of shape [num_boxes] = [{boxes.shape[0]}]",
+                  lambda: f"shape {tuple(scores.shape)}")
+    checks.expect_same_device({"self": boxes, "scores": scores}, op)
+
 
 def greedy_keep(suppresses: torch.Tensor, limit: int | None = None) -> list[int]:
     """Positions kept by greedy NMS over candidates already in priority order.

@@ -32,7 +32,6 @@ OP = "npu_nms_rotated"
 SCHEMA = ("npu_nms_rotated(Tensor self, Tensor scores, float iou_threshold, "
           "float scores_threshold=0, int max_output_size=-1, int mode=0) -> (Tensor, Tensor)")
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _DEGREE = 0.01745329251      # the kernel's pi / 180
 _AREA_EPS = 1e-14
 _SAME_EPS = 1e-5
@@ -41,17 +40,10 @@ _ROWS_PER_CHUNK = 64
 
 def check_nms_rotated(self, scores, iou_threshold, scores_threshold=0, max_output_size=-1,
                       mode=0):
-    checks.expect_dtype(self, _FLOATS, OP, "self")
-    checks.expect(self.dim() == 2 and self.shape[1] == 5, OP, "self",
-                  "of shape [num_boxes, 5]", lambda: f"shape {tuple(self.shape)}", ValueError)
-    checks.expect_dtype(scores, _FLOATS, OP, "scores")
-    checks.expect(tuple(scores.shape) == (self.shape[0],), OP, "scores",
-                  lambda: f"of shape [num_boxes] = [{self.shape[0]}]",
-                  lambda: f"shape {tuple(scores.shape)}")
+    nms_common.expect_boxes_and_scores(OP, self, scores, 5)
     checks.expect(max_output_size >= -1, OP, "max_output_size", ">= -1 (-1: no limit)",
                   max_output_size, ValueError)
     checks.expect_one_of(mode, (0, 1), OP, "mode")
-    checks.expect_same_device({"self": self, "scores": scores}, OP)
 
 
 def _as_center_form(dets, mode):

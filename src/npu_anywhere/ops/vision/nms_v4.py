@@ -27,25 +27,17 @@ OP = "npu_nms_v4"
 SCHEMA = ("npu_nms_v4(Tensor self, Tensor scores, Scalar max_output_size, Tensor iou_threshold, "
           "Tensor scores_threshold, bool pad_to_max_output_size=False) -> (Tensor, Tensor)")
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def check_nms_v4(self, scores, max_output_size, iou_threshold, scores_threshold,
                  pad_to_max_output_size=False):
-    checks.expect_dtype(self, _FLOATS, OP, "self")
-    checks.expect(self.dim() == 2 and self.shape[1] == 4, OP, "self",
-                  "of shape [num_boxes, 4]", lambda: f"shape {tuple(self.shape)}", ValueError)
-    checks.expect_dtype(scores, _FLOATS, OP, "scores")
-    checks.expect(tuple(scores.shape) == (self.shape[0],), OP, "scores",
-                  lambda: f"of shape [num_boxes] = [{self.shape[0]}]",
-                  lambda: f"shape {tuple(scores.shape)}")
+    nms_common.expect_boxes_and_scores(OP, self, scores, 4)
     checks.expect(not isinstance(max_output_size, float) and max_output_size >= 0, OP,
                   "max_output_size", "an integer >= 0", max_output_size, ValueError)
     for name, t in (("iou_threshold", iou_threshold), ("scores_threshold", scores_threshold)):
-        checks.expect_dtype(t, _FLOATS, OP, name)
+        checks.expect_dtype(t, nms_common.FLOATS, OP, name)
         checks.expect(t.dim() == 0, OP, name, "a 0-D tensor", lambda: f"shape {tuple(t.shape)}",
                       ValueError)
-    checks.expect_same_device({"self": self, "scores": scores}, OP)
 
 
 def _compute_dtype(dtype):

@@ -25,11 +25,9 @@ from . import nms_common
 OP = "npu_nms_with_mask"
 SCHEMA = "npu_nms_with_mask(Tensor input, Scalar iou_threshold) -> (Tensor, Tensor, Tensor)"
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
 
 def check_nms_with_mask(input, iou_threshold):
-    checks.expect_dtype(input, _FLOATS, OP, "input")
+    checks.expect_dtype(input, nms_common.FLOATS, OP, "input")
     checks.expect(input.dim() == 2 and input.shape[1] in (5, 8), OP, "input",
                   "of shape [N, 5] or [N, 8] (x1, y1, x2, y2, score[, padding])",
                   lambda: f"shape {tuple(input.shape)}", ValueError)
