@@ -23,8 +23,9 @@ def _bilinear(img, y, x):
     h, w = img.shape
     y0, x0 = math.floor(float(y.detach())), math.floor(float(x.detach()))
     total = img.new_zeros(())
-    for yy, xx, wgt in ((y0, x0, (y0 + 1 - y) * (x0 + 1 - x)), (y0, x0 + 1, (y0 + 1 - y) * (x - x0)),
-                        (y0 + 1, x0, (y - y0) * (x0 + 1 - x)), (y0 + 1, x0 + 1, (y - y0) * (x - x0))):
+    corners = ((y0, x0, (y0 + 1 - y) * (x0 + 1 - x)), (y0, x0 + 1, (y0 + 1 - y) * (x - x0)),
+               (y0 + 1, x0, (y - y0) * (x0 + 1 - x)), (y0 + 1, x0 + 1, (y - y0) * (x - x0)))
+    for yy, xx, wgt in corners:
         if 0 <= yy < h and 0 <= xx < w:
             total = total + img[yy, xx] * wgt
     return total
@@ -47,7 +48,8 @@ def golden(x, w, off, b, ks, stride, pad, dil, groups, dg, modulated):
                     for ow in range(wo):
                         for kj in range(kw):
                             idx = g * k + ki * kw + kj
-                            py = -pad[0] + oh * stride[2] + ki * dil[2] + off[bi, dg * k + idx, oh, ow]
+                            py = (-pad[0] + oh * stride[2] + ki * dil[2]
+                                  + off[bi, dg * k + idx, oh, ow])
                             px = -pad[2] + ow * stride[3] + kj * dil[3] + off[bi, idx, oh, ow]
                             m = off[bi, 2 * dg * k + idx, oh, ow] if modulated else 1.0
                             row.append(_bilinear(x[bi, ch], py, px) * m)
