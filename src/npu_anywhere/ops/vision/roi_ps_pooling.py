@@ -14,7 +14,9 @@ after; seed 004 "npu_ps_roi_pooling")::
     out[k, d, gh, gw] = mean_{h0 <= h < h1, w0 <= w < w1} x[b, (d * g + gh) * g + gw, h, w]
                         (0 for an empty bin or a batch id b = floor(roi[0]) outside [0, B))
 
-``round`` rounds halves away from zero.  Bin sums come from a float64 summed-area table of
+``round(v)`` is ``floor(v + 0.5)`` and the batch id is floored, as the PSROIPoolingV2 kernel
+converts them (CANN's TBE p_s_r_o_i_pooling_v2.py, which also requires ``rois`` of the
+features' batch and dtype).  Bin sums come from a float64 summed-area table of
 the features, so the mean is exact to one rounding whatever the bin size.
 """
 
@@ -55,6 +57,10 @@ def check_ps_roi_pooling(self, rois, spatial_scale, group_size, output_dim):
     checks.expect(self.shape[1] == channels, OP, "self",
                   lambda: f"group_size**2 * output_dim = {channels} channels",
                   lambda: f"shape {tuple(self.shape)}")
+    checks.expect(rois.shape[0] == self.shape[0], OP, "rois",
+                  lambda: f"the batch of self ({self.shape[0]}) in dim 0",
+                  lambda: f"shape {tuple(rois.shape)}")
+    checks.expect_same_dtype({"self": self, "rois": rois}, OP)
     checks.expect_same_device({"self": self, "rois": rois}, OP)
 
 
@@ -69,11 +75,12 @@ def check_ps_roi_pooling_backward(output_grad, rois, spatial_scale, group_size, 
     checks.expect(list(output_grad.shape) == expected, op, "output_grad",
                   lambda: f"the shape [batch * rois_num, output_dim, group_size, group_size] = "
                           f"{expected}", lambda: f"shape {list(output_grad.shape)}")
+    checks.expect_same_dtype({"output_grad": output_grad, "rois": rois}, op)
     checks.expect_same_device({"output_grad": output_grad, "rois": rois}, op)
 
 
-def _round_half_away(v):
-    return torch.sign(v) * torch.floor(v.abs() + 0.5)
+def _round_half_up(v):
+    return torch.floor(v + 0.5)
 
 
 def _bins(rois, spatial_scale, group_size, height, width):
@@ -82,8 +89,8 @@ def _bins(rois, spatial_scale, group_size, height, width):
     steps = torch.arange(group_size, dtype=torch.float64, device=r.device)
 
     def edges(lo, hi, limit):
-        start = _round_half_away(lo) * spatial_scale
-        end = (_round_half_away(hi) + 1.0) * spatial_scale
+        start = _round_half_up(lo) * spatial_scale
+        end = (_round_half_up(hi) + 1.0) * spatial_scale
         size = (end - start).clamp_min(0.1) / group_size
         first = torch.floor(start[:, None] + steps * size[:, None]).clamp(0, limit)
         last = torch.ceil(start[:, None] + (steps + 1) * size[:, None]).clamp(0, limit)
@@ -197,7 +204,8 @@ def npu_ps_roi_pooling(self=None, rois=None, spatial_scale=None, group_size=None
 
     Formula (R-FCN PSROIPooling; shapes from op-plugin PsRoiPoolingKernelNpu.cpp)::
 
-        start = round(x1) * s,  end = (round(x2) + 1) * s,  bin = max(end - start, 0.1) / g
+        start = floor(x1 + 0.5) * s,  end = (floor(x2 + 0.5) + 1) * s,
+        bin = max(end - start, 0.1) / g
         out[k, d, gh, gw] = mean x[b, (d*g + gh)*g + gw, floor(start_y + gh*bin_h) :
                                    ceil(start_y + (gh+1)*bin_h), (same along w)]
 
@@ -207,7 +215,8 @@ def npu_ps_roi_pooling(self=None, rois=None, spatial_scale=None, group_size=None
         ``[B, group_size**2 * output_dim, H, W]`` features (``x=``, the doc's name, accepted);
         float16, bfloat16, float32 (float64 kept).
     rois : Tensor
-        ``[batch, 5, rois_num]``: per roi ``(batch_id, x1, y1, x2, y2)``.
+        ``[batch, 5, rois_num]`` (``batch`` = ``self``'s, same dtype): per roi
+        ``(batch_id, x1, y1, x2, y2)``.
     spatial_scale : float
         Feature / image scale, > 0.
     group_size : int
