@@ -174,3 +174,28 @@ def test_strict_mode_rules():
         na.npu_fused_causal_conv1d(x, w, states, query_start_loc=_i32(0, 3, 6))
     with na.strict("A3"), pytest.raises(RuntimeError, match="npu_fused_causal_conv1d"):
         na.npu_fused_causal_conv1d(x, w, states, query_start_loc=_i32(0, 3, 6))
+
+
+def test_v2_writes_y_into_x_and_keeps_skipped_rows():
+    x, w, states = _rand(11, 16), _rand(3, 16, seed=1), _rand(5, 4, 16, seed=2)
+    kw = dict(query_start_loc=_i32(0, 6, 8, 9, 11), cache_indices=_i32(1, 3, 7, 0),
+              num_accepted_tokens=_i32(1, 2, 1, 2), num_computed_tokens=_i32(0, 20, 5, 1),
+              pad_slot_id=7, residual_connection=1)
+    want_y, want_states = golden(x, w, states, kw["query_start_loc"], kw["cache_indices"],
+                                 kw["num_accepted_tokens"], kw["num_computed_tokens"],
+                                 residual=True, pad=7)
+    x_work, s_work = x.clone(), states.clone()
+    assert torch.ops.npu.npu_fused_causal_conv1d_v2(x_work, w, s_work, **kw) is None
+    assert_close_to_golden(x_work[:8], want_y[:8])
+    assert_close_to_golden(x_work[9:], want_y[9:])
+    assert torch.equal(x_work[8], x[8])                      # skipped sequence untouched
+    assert torch.equal(s_work.double(), want_states)
+    # 3-D x, written through a strided view
+    base = _rand(2, 16, 3)
+    x3 = base.transpose(1, 2)
+    w3, st3 = _rand(3, 16, seed=1), _rand(2, 4, 16, seed=2)
+    want3, _ = golden(x3, w3, st3)
+    na.npu_fused_causal_conv1d_v2(x3, w3, st3.clone())
+    assert_close_to_golden(base.transpose(1, 2), want3)
+    with pytest.raises(RuntimeError, match="npu_fused_causal_conv1d_v2: expected weight"):
+        na.npu_fused_causal_conv1d_v2(x, w[:2], states, query_start_loc=_i32(0, 11))

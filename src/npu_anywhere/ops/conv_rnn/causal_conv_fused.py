@@ -55,11 +55,11 @@ _APC_TENSORS = ("num_computed_tokens", "block_idx_first_scheduled_token",
                 "block_idx_last_scheduled_token", "initial_state_idx")
 
 
-def _expect_index(name: str, t, shape) -> None:
+def _expect_index(op: str, name: str, t, shape) -> None:
     if t is None:
         return
-    checks.expect_dtype(t, (torch.int32,), OP, name)
-    checks.expect(tuple(t.shape) == tuple(shape), OP, name, lambda: f"the shape {tuple(shape)}",
+    checks.expect_dtype(t, (torch.int32,), op, name)
+    checks.expect(tuple(t.shape) == tuple(shape), op, name, lambda: f"the shape {tuple(shape)}",
                   lambda: f"shape {tuple(t.shape)}", RuntimeError)
 
 
@@ -69,48 +69,48 @@ def _batch(x, query_start_loc) -> int:
     return x.shape[0]
 
 
-def check_fused_causal_conv1d(x, weight, conv_states, *, query_start_loc=None,
-                              cache_indices=None, initial_state_mode=None, bias=None,
-                              num_accepted_tokens=None, activation="None", pad_slot_id=-1,
-                              run_mode=0, residual_connection=0, max_query_len=-1,
-                              num_computed_tokens=None, block_idx_first_scheduled_token=None,
-                              block_idx_last_scheduled_token=None, initial_state_idx=None,
-                              block_size=128, conv_mode="default"):
-    strict = targets.expect_supported(OP, _SUPPORTED) is not None
-    checks.expect_dtype(x, _DOC_DTYPES if strict else _DTYPES, OP, "x")
-    checks.expect_dim(x, (2, 3), OP, "x")
-    checks.expect_nonempty(x, OP, "x")
+def check_common(op: str, x, weight, conv_states, *, query_start_loc=None,
+                 cache_indices=None, initial_state_mode=None, bias=None,
+                 num_accepted_tokens=None, activation="None", pad_slot_id=-1, run_mode=0,
+                 residual_connection=0, max_query_len=-1, num_computed_tokens=None,
+                 block_idx_first_scheduled_token=None, block_idx_last_scheduled_token=None,
+                 initial_state_idx=None, block_size=128, conv_mode="default"):
+    """The checks of npu_fused_causal_conv1d and its in-place form (``op`` names the caller)."""
+    strict = targets.expect_supported(op, _SUPPORTED) is not None
+    checks.expect_dtype(x, _DOC_DTYPES if strict else _DTYPES, op, "x")
+    checks.expect_dim(x, (2, 3), op, "x")
+    checks.expect_nonempty(x, op, "x")
     dim = x.shape[-1]
-    checks.expect(tuple(weight.shape) == (K, dim), OP, "weight",
+    checks.expect(tuple(weight.shape) == (K, dim), op, "weight",
                   lambda: f"the shape [K, dim] = ({K}, {dim}) (K = 3 only)",
                   lambda: f"shape {tuple(weight.shape)}", RuntimeError)
     checks.expect(conv_states.dim() == 3 and conv_states.shape[1] >= K - 1
-                  and conv_states.shape[2] == dim and conv_states.shape[0] > 0, OP,
+                  and conv_states.shape[2] == dim and conv_states.shape[0] > 0, op,
                   "conv_states", lambda: f"a 3-D [slots, K - 1 + m, dim = {dim}] tensor",
                   lambda: f"shape {tuple(conv_states.shape)}", RuntimeError)
-    checks.expect_same_dtype({"x": x, "weight": weight, "conv_states": conv_states}, OP)
-    checks.expect(x.dim() == 3 or query_start_loc is not None, OP, "query_start_loc",
+    checks.expect_same_dtype({"x": x, "weight": weight, "conv_states": conv_states}, op)
+    checks.expect(x.dim() == 3 or query_start_loc is not None, op, "query_start_loc",
                   "a tensor when x is 2-D [cu_seq_len, dim]", "None", RuntimeError)
     if query_start_loc is not None:
-        checks.expect_dtype(query_start_loc, (torch.int32,), OP, "query_start_loc")
-        checks.expect_dim(query_start_loc, 1, OP, "query_start_loc")
-        checks.expect(query_start_loc.shape[0] >= 2, OP, "query_start_loc",
+        checks.expect_dtype(query_start_loc, (torch.int32,), op, "query_start_loc")
+        checks.expect_dim(query_start_loc, 1, op, "query_start_loc")
+        checks.expect(query_start_loc.shape[0] >= 2, op, "query_start_loc",
                       "[batch + 1] entries with batch >= 1",
                       lambda: f"shape {tuple(query_start_loc.shape)}", RuntimeError)
     batch = _batch(x, query_start_loc)
     if x.dim() == 3 and query_start_loc is not None:
-        _expect_index("query_start_loc", query_start_loc, (batch + 1,))
+        _expect_index(op, "query_start_loc", query_start_loc, (batch + 1,))
     mode = "default" if conv_mode is None else conv_mode
-    checks.expect_one_of(mode, _CONV_MODES, OP, "conv_mode")
+    checks.expect_one_of(mode, _CONV_MODES, op, "conv_mode")
     residual = 0 if residual_connection is None else residual_connection
-    checks.expect_one_of(residual, (0, 1), OP, "residual_connection")
-    checks.expect(block_size is None or block_size >= 2, OP, "block_size", ">= 2",
+    checks.expect_one_of(residual, (0, 1), op, "residual_connection")
+    checks.expect(block_size is None or block_size >= 2, op, "block_size", ">= 2",
                   block_size, ValueError)
     apc = block_idx_last_scheduled_token is not None
     if cache_indices is not None:
-        checks.expect_dtype(cache_indices, (torch.int32,), OP, "cache_indices")
+        checks.expect_dtype(cache_indices, (torch.int32,), op, "cache_indices")
         want = 2 if apc else 1
-        checks.expect(cache_indices.dim() == want and cache_indices.shape[0] == batch, OP,
+        checks.expect(cache_indices.dim() == want and cache_indices.shape[0] == batch, op,
                       "cache_indices", lambda: f"[batch = {batch}]" if want == 1 else
                       f"[batch = {batch}, maxNumBlocks] when APC is on", lambda: f"shape "
                       f"{tuple(cache_indices.shape)}", RuntimeError)
@@ -118,24 +118,28 @@ def check_fused_causal_conv1d(x, weight, conv_states, *, query_start_loc=None,
         given = dict(zip(_APC_TENSORS, (num_computed_tokens, block_idx_first_scheduled_token,
                                         block_idx_last_scheduled_token, initial_state_idx)))
         for name, t in given.items():
-            checks.expect(t is not None, OP, name, "a tensor when APC is on "
+            checks.expect(t is not None, op, name, "a tensor when APC is on "
                           "(block_idx_last_scheduled_token given)", "None", RuntimeError)
-        checks.expect(cache_indices is not None, OP, "cache_indices",
+        checks.expect(cache_indices is not None, op, "cache_indices",
                       "a [batch, maxNumBlocks] tensor when APC is on", "None", RuntimeError)
         for name, t in given.items():
-            _expect_index(name, t, (batch,))
-    checks.expect(mode != "pangu" or num_computed_tokens is not None, OP, "num_computed_tokens",
+            _expect_index(op, name, t, (batch,))
+    checks.expect(mode != "pangu" or num_computed_tokens is not None, op, "num_computed_tokens",
                   "a tensor when conv_mode is 'pangu'", "None", RuntimeError)
-    _expect_index("num_computed_tokens", num_computed_tokens, (batch,))
-    _expect_index("num_accepted_tokens", num_accepted_tokens, (batch,))
-    checks.expect_same_device({"x": x, "weight": weight, "conv_states": conv_states}, OP)
+    _expect_index(op, "num_computed_tokens", num_computed_tokens, (batch,))
+    _expect_index(op, "num_accepted_tokens", num_accepted_tokens, (batch,))
+    checks.expect_same_device({"x": x, "weight": weight, "conv_states": conv_states}, op)
     if strict:
-        checks.expect(64 <= dim <= 16384 and dim % 16 == 0, OP, "x",
+        checks.expect(64 <= dim <= 16384 and dim % 16 == 0, op, "x",
                       "dim in [64, 16384] and a multiple of 16 on 950", dim, ValueError)
-        checks.expect(1 <= batch <= 256, OP, "x", "batch in [1, 256] on 950", batch, ValueError)
+        checks.expect(1 <= batch <= 256, op, "x", "batch in [1, 256] on 950", batch, ValueError)
         if x.dim() == 3:
-            checks.expect(1 <= x.shape[1] <= 8, OP, "x", "[batch, m + 1, dim] with m in [0, 7]",
+            checks.expect(1 <= x.shape[1] <= 8, op, "x", "[batch, m + 1, dim] with m in [0, 7]",
                           lambda: f"shape {tuple(x.shape)}", ValueError)
+
+
+def check_fused_causal_conv1d(x, weight, conv_states, **kwargs):
+    check_common(OP, x, weight, conv_states, **kwargs)
 
 
 def _sequence_bounds(x, query_start_loc) -> list[tuple[int, int]]:
@@ -150,7 +154,7 @@ def _as_list(t):
     return None if t is None else t.tolist()
 
 
-def _plan(x, conv_states, query_start_loc, cache_indices, num_accepted_tokens, pad_slot_id,
+def _plan(op, x, conv_states, query_start_loc, cache_indices, num_accepted_tokens, pad_slot_id,
           num_computed_tokens, idx_first, idx_last, initial_state_idx, block_size):
     """Per sequence: (start, end, read line, write line, offset, fill lines).  Checks the index
     values before anything is written."""
@@ -163,7 +167,7 @@ def _plan(x, conv_states, query_start_loc, cache_indices, num_accepted_tokens, p
     plan = []
     prev_end = 0
     for b, (start, end) in enumerate(bounds):
-        checks.expect(prev_end <= start <= end <= total and (b > 0 or start == 0), OP,
+        checks.expect(prev_end <= start <= end <= total and (b > 0 or start == 0), op,
                       "query_start_loc", lambda: f"non-decreasing offsets from 0 to at most "
                       f"{total}", lambda: _as_list(query_start_loc), ValueError)
         prev_end = end
@@ -172,7 +176,7 @@ def _plan(x, conv_states, query_start_loc, cache_indices, num_accepted_tokens, p
         if last is not None:
             n_blocks = len(cache[b])
             checks.expect(initial[b] <= first[b] + 1 and initial[b] <= last[b] <= n_blocks - 1
-                          and first[b] <= last[b], OP, "block_idx_last_scheduled_token",
+                          and first[b] <= last[b], op, "block_idx_last_scheduled_token",
                           "initial_state_idx <= first + 1, initial_state_idx <= last, "
                           "first <= last < maxNumBlocks", lambda b=b: f"first={first[b]}, "
                           f"last={last[b]}, initial={initial[b]} for sequence {b}", ValueError)
@@ -193,38 +197,37 @@ def _plan(x, conv_states, query_start_loc, cache_indices, num_accepted_tokens, p
         if computed is not None and computed[b] == 0:
             offset = 0
         elif accepted is not None:
-            checks.expect(1 <= accepted[b] <= seq_len, OP, "num_accepted_tokens",
+            checks.expect(1 <= accepted[b] <= seq_len, op, "num_accepted_tokens",
                           lambda b=b, n=seq_len: f"entries in [1, {n}] (sequence {b})",
                           lambda b=b: accepted[b], ValueError)
             offset = accepted[b] - 1
-            checks.expect(offset + K - 1 <= c, OP, "num_accepted_tokens",
+            checks.expect(offset + K - 1 <= c, op, "num_accepted_tokens",
                           lambda: f"num_accepted_tokens - 1 + K - 1 <= conv_states.size(1) = {c}",
                           lambda b=b: accepted[b], ValueError)
         else:
             offset = c - (K - 1)
         for line in (read, write, *(f[0] for f in fills)):
-            checks.expect(0 <= line < slots, OP, "cache_indices",
+            checks.expect(0 <= line < slots, op, "cache_indices",
                           lambda: f"entries in [0, {slots - 1}] (conv_states.size(0) - 1)",
                           line, ValueError)
         for _line, boundary in fills:
             checks.expect(0 <= boundary and boundary + K - 1 <= K - 1 + seq_len,
-                          OP, "block_idx_first_scheduled_token",
+                          op, "block_idx_first_scheduled_token",
                           "blocks to fill whose boundary lies inside the sequence",
                           boundary, ValueError)
         plan.append((start, end, read, write, offset, fills))
     return plan
 
 
-def fused_causal_conv1d_reference(x, weight, conv_states, *, query_start_loc=None,
-                                  cache_indices=None, initial_state_mode=None, bias=None,
-                                  num_accepted_tokens=None, activation="None", pad_slot_id=-1,
-                                  run_mode=0, residual_connection=0, max_query_len=-1,
-                                  num_computed_tokens=None,
-                                  block_idx_first_scheduled_token=None,
-                                  block_idx_last_scheduled_token=None, initial_state_idx=None,
-                                  block_size=128, conv_mode="default"):
+def run(op, x, weight, conv_states, *, query_start_loc=None, cache_indices=None,
+        initial_state_mode=None, bias=None, num_accepted_tokens=None, activation="None",
+        pad_slot_id=-1, run_mode=0, residual_connection=0, max_query_len=-1,
+        num_computed_tokens=None, block_idx_first_scheduled_token=None,
+        block_idx_last_scheduled_token=None, initial_state_idx=None, block_size=128,
+        conv_mode="default"):
+    """Updates conv_states in place; returns (y, the (start, end) rows of computed sequences)."""
     pad = -1 if pad_slot_id is None else pad_slot_id
-    plan = _plan(x, conv_states, query_start_loc, cache_indices, num_accepted_tokens, pad,
+    plan = _plan(op, x, conv_states, query_start_loc, cache_indices, num_accepted_tokens, pad,
                  num_computed_tokens, block_idx_first_scheduled_token,
                  block_idx_last_scheduled_token, initial_state_idx,
                  128 if block_size is None else block_size)
@@ -258,7 +261,12 @@ def fused_causal_conv1d_reference(x, weight, conv_states, *, query_start_loc=Non
         if residual_connection == 1:
             y = y + seq
         out[start:end] = y
-    return out.to(x.dtype).reshape(x.shape)
+    computed_rows = [(start, end) for start, end, read, *_rest in plan if read is not None]
+    return out.to(x.dtype).reshape(x.shape), computed_rows
+
+
+def fused_causal_conv1d_reference(x, weight, conv_states, **kwargs):
+    return run(OP, x, weight, conv_states, **kwargs)[0]
 
 
 def _fake(x, weight, conv_states, **kwargs):

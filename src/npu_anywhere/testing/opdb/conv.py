@@ -263,3 +263,27 @@ def _deformable() -> None:
 
 
 _deformable()
+
+
+def _fused_causal_v2() -> None:
+    def args(dtype=torch.bfloat16, **kw):
+        x = _rand(9, 16, dtype=dtype)
+        weight = _rand(3, 16, dtype=dtype, seed=1)
+        states = _rand(5, 3, 16, dtype=dtype, seed=2)
+        kw.setdefault("query_start_loc", torch.tensor([0, 4, 6, 9], dtype=torch.int32))
+        kw.setdefault("cache_indices", torch.tensor([3, 0, 4], dtype=torch.int32))
+        kw.setdefault("num_accepted_tokens", torch.tensor([1, 2, 2], dtype=torch.int32))
+        kw.setdefault("num_computed_tokens", torch.tensor([0, 5, 2], dtype=torch.int32))
+        return (x, weight, states), kw
+
+    e = _entry("npu_fused_causal_conv1d_v2")
+    e.samples += [Sample("mixed_pangu_residual", lambda: args(conv_mode="pangu",
+                                                              residual_connection=1))]
+    e.errors += [
+        ErrorSample("states_dim", lambda: ((_rand(9, 16), _rand(3, 16), _rand(5, 3, 8)),
+                                           args()[1]), RuntimeError,
+                    "npu_fused_causal_conv1d_v2: expected conv_states a 3-D"),
+    ]
+
+
+_fused_causal_v2()
