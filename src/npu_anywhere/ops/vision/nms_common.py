@@ -5,6 +5,7 @@ No op lives here (the family collector ignores modules without function tables).
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ... import checks
@@ -30,24 +31,21 @@ def greedy_keep(suppresses: torch.Tensor, limit: int | None = None) -> list[int]
     """Positions kept by greedy NMS over candidates already in priority order.
 
     ``suppresses[i, j]`` says that keeping candidate ``i`` removes candidate ``j``; only
-    ``j > i`` is read.  At most ``limit`` positions are kept (``None``: no limit).
+    ``j > i`` matters (earlier candidates are decided before ``i`` is).  At most ``limit``
+    positions are kept (``None``: no limit).
     """
-    n = suppresses.shape[0]
     if limit == 0:
         return []
-    rows = suppresses.cpu().tolist()
-    removed = [False] * n
+    rows = suppresses.cpu().numpy()
+    removed = np.zeros(rows.shape[0], dtype=bool)
     kept: list[int] = []
-    for i in range(n):
+    for i in range(rows.shape[0]):
         if removed[i]:
             continue
         kept.append(i)
         if limit is not None and len(kept) >= limit:
             break
-        row = rows[i]
-        for j in range(i + 1, n):
-            if row[j]:
-                removed[j] = True
+        removed |= rows[i]          # one vector OR per kept box, not a Python loop per pair
     return kept
 
 
