@@ -57,15 +57,10 @@ def npu_fused_causal_conv1d_v2(x, weight, conv_states, *, query_start_loc=None,
     Formula, parameters and constraints: those of ``npu_fused_causal_conv1d``.  Rows of
     sequences skipped through ``pad_slot_id`` are left as they were.
     """
-    fused_causal_conv1d_v2_op(
-        x, weight, conv_states, query_start_loc=query_start_loc, cache_indices=cache_indices,
-        initial_state_mode=initial_state_mode, bias=bias,
-        num_accepted_tokens=num_accepted_tokens, activation=activation,
-        pad_slot_id=pad_slot_id, run_mode=run_mode, residual_connection=residual_connection,
-        max_query_len=max_query_len, num_computed_tokens=num_computed_tokens,
-        block_idx_first_scheduled_token=block_idx_first_scheduled_token,
-        block_idx_last_scheduled_token=block_idx_last_scheduled_token,
-        initial_state_idx=initial_state_idx, block_size=block_size, conv_mode=conv_mode)
+    # Every argument is passed on by name, so this cannot drift from the forward's order.
+    arguments = dict(locals())
+    fused_causal_conv1d_v2_op(arguments.pop("x"), arguments.pop("weight"),
+                              arguments.pop("conv_states"), **arguments)
 
 
 TORCH_NPU_FUNCTIONS = {OP: npu_fused_causal_conv1d_v2}

@@ -185,15 +185,19 @@ def _masked_causal() -> None:
 _masked_causal()
 
 
+def _varlen(dtype=torch.bfloat16, state_len=2, **kw):
+    """Three sequences (4, 2, 3 tokens) of dim 16 over five cache lines."""
+    x = _rand(9, 16, dtype=dtype)
+    weight = _rand(3, 16, dtype=dtype, seed=1)
+    states = _rand(5, state_len, 16, dtype=dtype, seed=2)
+    kw.setdefault("query_start_loc", torch.tensor([0, 4, 6, 9], dtype=torch.int32))
+    kw.setdefault("cache_indices", torch.tensor([3, 0, 4], dtype=torch.int32))
+    kw.setdefault("num_computed_tokens", torch.tensor([0, 5, 2], dtype=torch.int32))
+    return (x, weight, states), kw
+
+
 def _fused_causal() -> None:
-    def prefill(dtype=torch.bfloat16, **kw):
-        x = _rand(9, 16, dtype=dtype)
-        weight = _rand(3, 16, dtype=dtype, seed=1)
-        states = _rand(5, 2, 16, dtype=dtype, seed=2)
-        kw.setdefault("query_start_loc", torch.tensor([0, 4, 6, 9], dtype=torch.int32))
-        kw.setdefault("cache_indices", torch.tensor([3, 0, 4], dtype=torch.int32))
-        kw.setdefault("num_computed_tokens", torch.tensor([0, 5, 2], dtype=torch.int32))
-        return (x, weight, states), kw
+    prefill = _varlen
 
     def decode_3d(dtype=torch.float16):
         x = _rand(3, 3, 16, dtype=dtype)
@@ -266,15 +270,9 @@ _deformable()
 
 
 def _fused_causal_v2() -> None:
-    def args(dtype=torch.bfloat16, **kw):
-        x = _rand(9, 16, dtype=dtype)
-        weight = _rand(3, 16, dtype=dtype, seed=1)
-        states = _rand(5, 3, 16, dtype=dtype, seed=2)
-        kw.setdefault("query_start_loc", torch.tensor([0, 4, 6, 9], dtype=torch.int32))
-        kw.setdefault("cache_indices", torch.tensor([3, 0, 4], dtype=torch.int32))
+    def args(**kw):
         kw.setdefault("num_accepted_tokens", torch.tensor([1, 2, 2], dtype=torch.int32))
-        kw.setdefault("num_computed_tokens", torch.tensor([0, 5, 2], dtype=torch.int32))
-        return (x, weight, states), kw
+        return _varlen(state_len=3, **kw)
 
     e = _entry("npu_fused_causal_conv1d_v2")
     e.samples += [Sample("mixed_pangu_residual", lambda: args(conv_mode="pangu",
