@@ -62,3 +62,25 @@ def expect_multiple_of_16(op: str, **values: int) -> None:
     for name, value in values.items():
         checks.expect(value > 0 and value % 16 == 0, op, name, "a positive multiple of 16",
                       value, ValueError)
+
+
+def expect_positive(op: str, **values: int) -> None:
+    for name, value in values.items():
+        checks.expect(value > 0, op, name, "a positive int", value, ValueError)
+
+
+def expect_block_sizes(op: str, compress_block_size: int, compress_stride: int,
+                       select_block_size: int) -> None:
+    """The window rules of the compressed-attention ops: ``compress_block_size >=
+    compress_stride``, ``select_block_size >= compress_block_size`` and a multiple of the
+    stride (the selection blocks are made of whole strides)."""
+    expect_positive(op, compress_block_size=compress_block_size,
+                    compress_stride=compress_stride, select_block_size=select_block_size)
+    checks.expect(compress_block_size >= compress_stride, op, "compress_block_size",
+                  lambda: f"at least compress_stride = {compress_stride}", compress_block_size,
+                  ValueError)
+    checks.expect(select_block_size >= compress_block_size
+                  and select_block_size % compress_stride == 0, op, "select_block_size",
+                  lambda: f"at least compress_block_size = {compress_block_size} and a "
+                          f"multiple of compress_stride = {compress_stride}",
+                  select_block_size, ValueError)

@@ -82,19 +82,8 @@ def check_nsa_compress_attention(query, key, value, scale_value, head_num, compr
     checks.expect(key.shape[2] == d and value.shape[2] <= d, op, "key",
                   lambda: f"query's head dim D = {d} (and value's at most D)",
                   lambda: f"head dims {key.shape[2]} and {value.shape[2]}", RuntimeError)
-    for name, value_ in (("compress_block_size", compress_block_size),
-                         ("compress_stride", compress_stride),
-                         ("select_block_size", select_block_size),
-                         ("select_block_count", select_block_count)):
-        checks.expect(value_ > 0, op, name, "a positive int", value_, ValueError)
-    checks.expect(compress_block_size >= compress_stride, op, "compress_block_size",
-                  lambda: f"at least compress_stride = {compress_stride}", compress_block_size,
-                  ValueError)
-    checks.expect(select_block_size >= compress_block_size
-                  and select_block_size % compress_stride == 0, op, "select_block_size",
-                  lambda: f"at least compress_block_size = {compress_block_size} and a "
-                          f"multiple of compress_stride = {compress_stride}",
-                  select_block_size, ValueError)
+    nsa.expect_block_sizes(op, compress_block_size, compress_stride, select_block_size)
+    nsa.expect_positive(op, select_block_count=select_block_count)
     q_lens = nsa.expect_cumulative(op, "actual_seq_qlen", actual_seq_qlen, t1)
     cmp_lens = nsa.expect_cumulative(op, "actual_cmp_seq_kvlen", actual_cmp_seq_kvlen, t2)
     sel_lens = nsa.expect_cumulative(op, "actual_sel_seq_kvlen", actual_sel_seq_kvlen)

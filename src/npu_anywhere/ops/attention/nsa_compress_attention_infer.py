@@ -70,20 +70,9 @@ def check_nsa_compress_attention_infer(query, key, value, scale_value, head_num,
     checks.expect(k.shape[3] == q.shape[2] and v.shape[3] <= q.shape[2], op, "key",
                   lambda: f"query's head dim D = {q.shape[2]} (and value's at most D)",
                   lambda: f"head dims {k.shape[3]} and {v.shape[3]}", RuntimeError)
-    for name, x in (("select_block_size", select_block_size),
-                    ("select_block_count", select_block_count),
-                    ("page_block_size", page_block_size),
-                    ("compress_block_size", compress_block_size),
-                    ("compress_stride", compress_stride)):
-        checks.expect(x > 0, op, name, "a positive int", x, ValueError)
-    checks.expect(compress_block_size >= compress_stride, op, "compress_block_size",
-                  lambda: f"at least compress_stride = {compress_stride}", compress_block_size,
-                  ValueError)
-    checks.expect(select_block_size >= compress_block_size
-                  and select_block_size % compress_stride == 0, op, "select_block_size",
-                  lambda: f"at least compress_block_size = {compress_block_size} and a "
-                          f"multiple of compress_stride = {compress_stride}",
-                  select_block_size, ValueError)
+    nsa.expect_block_sizes(op, compress_block_size, compress_stride, select_block_size)
+    nsa.expect_positive(op, select_block_count=select_block_count,
+                        page_block_size=page_block_size)
     for name, given in (("atten_mask", atten_mask), ("topk_mask", topk_mask)):
         checks.expect(given is None, op, name, "None (not supported)", "a tensor", ValueError)
     check_paged(op, key, value, block_table, page_block_size, q.shape[0],
