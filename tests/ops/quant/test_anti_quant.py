@@ -161,6 +161,10 @@ def test_scalar_and_non_contiguous_x():
      TypeError, "expected src_dtype the format of x"),
     ((_i8((2, 4), 0), torch.ones(4)), {"dst_dtype": torch.int8}, ValueError,
      "expected dst_dtype torch.float16 or torch.bfloat16"),
+    # a code naming no dtype keeps torch_npu's wording too (op-plugin's test matches on it)
+    ((_i8((4,), 0), torch.ones(1)), {"dst_dtype": -10}, ValueError,
+     r"expected dst_dtype torch.float16 or torch.bfloat16, but got dtype code -10 "
+     r"\(Input dst_type must be valid, but got UNKNOWN_SCALAR\)"),
     ((_packed((), 0), torch.ones(1)), {}, ValueError, "expected x at least 1 dim"),
 ])
 def test_bad_inputs(args, kwargs, error, match):

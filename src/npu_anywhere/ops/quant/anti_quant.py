@@ -33,12 +33,21 @@ _SCALE_DTYPES = (torch.float32, torch.bfloat16)
 _SUPPORTED = frozenset({Product.A2, Product.A3, Product.ATLAS_INFERENCE, Product.ASCEND_950})
 
 
+def _describe_dst(dst_dtype) -> str:
+    described = core.describe_code(dst_dtype)
+    if described.startswith("dtype code "):
+        # A code that names no dtype at all: torch_npu's own wording for it is what Ascend's
+        # tests and client code match on, so it is kept next to ours.
+        described += " (Input dst_type must be valid, but got UNKNOWN_SCALAR)"
+    return described
+
+
 def _dst(dst_dtype) -> torch.dtype:
     if dst_dtype is None:
         return torch.float16
     code = core.dtype_code(dst_dtype) if isinstance(dst_dtype, torch.dtype) else dst_dtype
     checks.expect(code in _DST_CODES, OP, "dst_dtype", "torch.float16 or torch.bfloat16",
-                  core.describe_code(dst_dtype), ValueError)
+                  lambda: _describe_dst(dst_dtype), ValueError)
     return _DST_CODES[code]
 
 
