@@ -50,8 +50,8 @@ def test_integer_inputs_match_the_kernel_rounding_exactly(with_a):
     wa = _ints(w, layers, r, h1, lo=-7, hi=8) if with_a else None
     wb = _ints(w, layers, h2, r if with_a else h1, lo=-9, hi=10)
     idx = torch.tensor([0, 2, -1, 1, 2, 3, 0, -5, 1], dtype=I32)
-    out = npu_anywhere.npu_batch_gather_matmul(y, x, wb, idx, wa, layer_idx=1, scale=1e-3,
-                                               y_offset=16, y_slice_size=h2)
+    out = npu_anywhere.npu_batch_gather_matmul(y.clone(), x, wb, idx, wa, layer_idx=1,
+                                               scale=1e-3, y_offset=16, y_slice_size=h2)
     golden = _golden(y, x, wb, idx, wa, 1, 1e-3, 16, kernel_rounding=True)
     assert out.dtype == F16 and out.shape == y.shape
     assert torch.equal(out.double(), golden)
@@ -69,8 +69,8 @@ def test_random_inputs_close_to_float64_formula(b, h1, h2, r, w, off):
     wa = (torch.randn(w, 2, r, h1) / h1 ** 0.5).half()
     wb = (torch.randn(w, 2, h2, r) / r ** 0.5).half()
     idx = torch.randint(-1, w, (b,), dtype=I32)
-    out = npu_anywhere.npu_batch_gather_matmul(y, x, wb, idx, wa, layer_idx=1, scale=0.5,
-                                               y_offset=off)
+    out = npu_anywhere.npu_batch_gather_matmul(y.clone(), x, wb, idx, wa, layer_idx=1,
+                                               scale=0.5, y_offset=off)
     golden = _golden(y, x, wb, idx, wa, 1, 0.5, off, kernel_rounding=False)
     torch.testing.assert_close(out.double(), golden, rtol=4e-3, atol=4e-3)
 
@@ -80,7 +80,8 @@ def test_float64_has_no_intermediate_rounding():
     y, x = torch.randn(5, 32, dtype=F64), torch.randn(5, 16, dtype=F64)
     wa, wb = torch.randn(2, 1, 16, 16, dtype=F64), torch.randn(2, 1, 16, 16, dtype=F64)
     idx = torch.tensor([1, 0, -1, 1, 2], dtype=I32)
-    out = npu_anywhere.npu_batch_gather_matmul(y, x, wb, idx, wa, scale=0.3, y_offset=8)
+    out = npu_anywhere.npu_batch_gather_matmul(y.clone(), x, wb, idx, wa, scale=0.3,
+                                               y_offset=8)
     golden = _golden(y, x, wb, idx, wa, 0, 0.3, 8, kernel_rounding=False)
     torch.testing.assert_close(out, golden, rtol=1e-12, atol=1e-12)
 
@@ -102,6 +103,29 @@ def test_op_plugin_golden_case():
     torch.testing.assert_close(out.double(), expected, rtol=1e-2, atol=0.15)
 
 
+def test_public_call_adds_into_input_as_on_the_npu():
+    # op-plugin test_npu_batch_gather_matmul.py calls the out-of-place form and then checks
+    # y itself against the padded-adapter golden: the kernel adds into y and op-plugin
+    # returns y.  torch.ops.npu's functional schema instead leaves y alone.
+    torch.manual_seed(12)
+    y = torch.randn(1, 128).half()
+    x = torch.randn(1, 16).half()
+    wa = torch.randn(2, 1, 16, 16).half()
+    wb = torch.randn(2, 1, 128, 16).half()
+    idx = torch.tensor([1], dtype=I32)
+    z1 = x.double() @ wa[1, 0].double().T
+    expected = y.double() + (z1 @ wb[1, 0].double().T) * 2
+    before = y.clone()
+    functional = torch.ops.npu.npu_batch_gather_matmul(y, x, wb, idx, wa, scale=2)
+    assert torch.equal(y, before)
+    out = npu_anywhere.npu_batch_gather_matmul(y, x, wb, idx, wa, scale=2)
+    assert out is y and torch.equal(y, functional)
+    torch.testing.assert_close(y.double(), expected, rtol=1e-2, atol=0.1)
+    with pytest.raises(RuntimeError, match="^npu_batch_gather_matmul: expected indices dim 0"):
+        npu_anywhere.npu_batch_gather_matmul(y, x, wb, idx.repeat(2), wa)
+    assert torch.equal(y, functional)
+
+
 def test_noncontiguous_inputs():
     torch.manual_seed(2)
     b = 7
@@ -110,16 +134,15 @@ def test_noncontiguous_inputs():
     wa = torch.randn(3, 2, 32, 16).half().transpose(2, 3)    # (3, 2, 16, 32)
     wb = torch.randn(3, 2, 16, 32).half().transpose(2, 3)    # (3, 2, 32, 16)
     idx = torch.tensor([2, 9, 0, 9, 1, 9, -1, 9, 2, 9, 0, 9, 1], dtype=I32)[::2]
-    y_before = y.clone()
-    out = npu_anywhere.npu_batch_gather_matmul(y, x, wb, idx, wa, layer_idx=1, y_offset=32)
     assert not any(t.is_contiguous() for t in (y, x, wa, wb, idx))
     contiguous = npu_anywhere.npu_batch_gather_matmul(y.contiguous(), x.contiguous(),
                                                       wb.contiguous(), idx.contiguous(),
                                                       wa.contiguous(), layer_idx=1,
                                                       y_offset=32)
-    assert torch.equal(out, contiguous)
-    assert out.stride() == y.stride()                        # the input's layout
-    assert torch.equal(y, y_before)                          # the functional op keeps input
+    functional = torch.ops.npu.npu_batch_gather_matmul(y, x, wb, idx, wa, layer_idx=1,
+                                                       y_offset=32)
+    assert torch.equal(functional, contiguous)
+    assert functional.stride() == y.stride()                 # the input's layout
     inplace = npu_anywhere.npu_batch_gather_matmul_(y, x, wb, idx, wa, layer_idx=1,
                                                     y_offset=32)
     assert inplace is y and torch.equal(y, contiguous)
@@ -179,7 +202,7 @@ def test_self_alias_and_strict_products():
     y, x = torch.zeros(2, 16).half(), torch.ones(2, 16).half()
     wb = torch.ones(1, 1, 16, 16).half()
     idx = torch.zeros(2, dtype=I32)
-    via_alias = npu_anywhere.npu_batch_gather_matmul(self=y, x=x, weight_b=wb, indices=idx,
+    via_alias = npu_anywhere.npu_batch_gather_matmul(self=y.clone(), x=x, weight_b=wb, indices=idx,
                                                      scale=1.0)
     assert torch.equal(via_alias, torch.full((2, 16), 16.0, dtype=F16))
     for product in ("A2", "310P"):
@@ -199,7 +222,7 @@ def test_weight_a_read_as_the_kernel_addresses_it():
     wb = torch.randn(2, 1, 32, 16).half()
     wa_big = torch.randn(2, 1, 16, 64).half()
     idx = torch.tensor([1, 0, 1, -1], dtype=I32)
-    out = npu_anywhere.npu_batch_gather_matmul(y, x, wb, idx, wa_big, scale=0.5)
+    out = npu_anywhere.npu_batch_gather_matmul(y.clone(), x, wb, idx, wa_big, scale=0.5)
     packed = wa_big.reshape(-1)[:2 * 16 * 16].view(2, 1, 16, 16)
     golden = _golden(y, x, wb, idx, packed, 0, 0.5, 0, kernel_rounding=True)
     torch.testing.assert_close(out.double(), golden, rtol=2e-3, atol=2e-3)

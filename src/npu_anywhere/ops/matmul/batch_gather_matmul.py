@@ -293,8 +293,16 @@ def npu_batch_gather_matmul(input=None, x=None, weight_b=None, indices=None, wei
                             layer_idx=0, scale=1e-3, y_offset=0, y_slice_size=-1, **kwargs):
     if kwargs:
         input = accept_alias(OP, "input", input, "self", kwargs)
-    return batch_gather_matmul_op(input, x, weight_b, indices, weight_a, layer_idx, scale,
-                                  y_offset, y_slice_size)
+    # On the NPU this call adds into input's own memory and returns input: the kernel's
+    # atomic add targets y (math/add_lora/op_kernel/add_lora_310.h, CopyFinalResOutAdd),
+    # op-plugin's host returns ``self`` (BatchGatherMatmulKernelNpuOpApi.cpp), and seed 004
+    # says the output reuses y's address.  The public call does the same through the
+    # in-place op, after this op's own checks (so errors name this op); the functional
+    # torch.ops.npu schema, which may not mutate, keeps returning a new tensor.
+    check_batch_gather_matmul(input, x, weight_b, indices, weight_a, layer_idx, scale,
+                              y_offset, y_slice_size)
+    return batch_gather_matmul_inplace_public_op(input, x, weight_b, indices, weight_a,
+                                                 layer_idx, scale, y_offset, y_slice_size)
 
 
 def npu_batch_gather_matmul_(input=None, x=None, weight_b=None, indices=None, weight_a=None,
@@ -306,16 +314,16 @@ def npu_batch_gather_matmul_(input=None, x=None, weight_b=None, indices=None, we
 
 
 npu_batch_gather_matmul.__doc__ = """Batched gather matrix-vector multiply (multi-LoRA
-    "bgmv"): add each token's adapter product to a copy of ``input``
+    "bgmv"): add each token's adapter product to ``input`` and return it
     (``torch_npu.npu_batch_gather_matmul``).
 """ + _DOC_COMMON + """
     Returns
     -------
     Tensor
-        A new tensor of input's shape, dtype and strides; ``input`` is unchanged, as the
-        schema (and op-plugin's meta kernel) declare.  On the NPU the eager kernel
-        accumulates into ``input`` as well (op-plugin returns ``input`` itself); code that
-        relies on that should call :func:`npu_batch_gather_matmul_`.
+        ``input`` itself, updated, as on the NPU: the kernel accumulates into input's memory
+        and op-plugin returns ``input`` (seed 004: the output reuses y's address).
+        ``torch.ops.npu.npu_batch_gather_matmul``, whose schema declares no mutation,
+        returns a new tensor with the same values and leaves ``input`` alone.
 
     Examples
     --------
