@@ -85,12 +85,19 @@ def _index(device: Any, api: str = "torch.npu.set_device") -> int:
 
 
 def set_device(device: Any) -> None:
+    """Select the device.  On CUDA an index past the GPUs is refused, as torch_npu refuses
+    one past the NPUs.  On the CPU stand-in every index names the one CPU: multi-process
+    Ascend scripts and tests start a process per rank that calls ``set_device(rank)``, and
+    each of them runs on the CPU (their collectives over the ``hccl`` backend, :mod:`.hccl`)."""
     index = _index(device)
+    if index < 0:
+        raise RuntimeError(f"torch.npu.set_device: expected a device index >= 0, but got {index}")
+    if not _on_cuda():
+        return
     if index >= device_count():
         raise RuntimeError(f"torch.npu.set_device: expected a device index < {device_count()} "
                            f"(local device {local_device()}), but got {index}")
-    if _on_cuda():
-        _cuda.set_device(index)
+    _cuda.set_device(index)
 
 
 class device:

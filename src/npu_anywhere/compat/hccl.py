@@ -85,16 +85,37 @@ def _accelerator_or_cpu(original):
     return get_accelerator
 
 
+def installed() -> bool:
+    """Whether the ``hccl`` backend is registered in this process."""
+    return _installed
+
+
+def _serve_npu_devices() -> None:
+    """Let ``hccl`` groups serve ``torch.device("npu")`` once PrivateUse1 is named "npu".
+
+    The backend may have been registered before the rename (an earlier install without device
+    strings, in a parent process that then forked); a group's backends are chosen from
+    ``Backend.backend_capability`` when it is created, so adding the device later works.
+    """
+    if torch._C._get_privateuse1_backend_name() != "npu":
+        return
+    capability = dist.Backend.backend_capability.setdefault(BACKEND, ["cpu", "cuda"])
+    if "npu" not in capability:
+        capability.append("npu")
+    dist.Backend.default_device_backend_map.setdefault("npu", BACKEND)
+
+
 def install() -> None:
     """Register the ``hccl`` backend (idempotent; nothing when gloo is missing)."""
     global _installed
-    if _installed or _HcclBackend is None or not dist.is_available():
+    if _installed:
+        _serve_npu_devices()     # a later install may come after PrivateUse1 got its name
+        return
+    if _HcclBackend is None or not dist.is_available():
         return
     if BACKEND.upper() not in dist.Backend.__dict__:
-        devices = ["cpu", "cuda"]
-        if torch._C._get_privateuse1_backend_name() == "npu":
-            devices.append("npu")
-        dist.Backend.register_backend(BACKEND, _create, devices=devices)
+        dist.Backend.register_backend(BACKEND, _create, devices=["cpu", "cuda"])
+    _serve_npu_devices()
     if not hasattr(dist, "is_hccl_available"):
         dist.is_hccl_available = lambda: True
     getter = getattr(torch._C, "_get_accelerator", None)

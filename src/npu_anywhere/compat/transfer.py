@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from . import amp, device, device_strings, serialization, streams, tensor_types
+from . import amp, device, device_strings, hccl, serialization, streams, tensor_types
 
 # torch.cuda names that take torch.npu's function of the same name (when CUDA is not local).
 _CUDA_FUNCTIONS = (
@@ -49,12 +49,16 @@ def _patch(owner: Any, name: str, value: Any) -> None:
 
 
 def _gloo_for_nccl(init_process_group):
+    """NCCL / HCCL process groups become the shim's ``hccl`` backend (gloo underneath, with
+    ``get_hccl_comm_name`` for the communication-fused ops, :mod:`.hccl`), or plain gloo where
+    that backend is not installed."""
     @functools.wraps(init_process_group)
     def wrapper(*args, **kwargs):
+        target = hccl.BACKEND if hccl.installed() else "gloo"
         if args and isinstance(args[0], str) and args[0] in ("nccl", "hccl"):
-            args = ("gloo", *args[1:])
+            args = (target, *args[1:])
         if kwargs.get("backend") in ("nccl", "hccl"):
-            kwargs["backend"] = "gloo"
+            kwargs["backend"] = target
         return init_process_group(*args, **kwargs)
     return wrapper
 
