@@ -254,3 +254,27 @@ def _softmax_lse() -> None:
 
 
 _softmax_lse()
+
+
+def _dense_kl_args(**kw):
+    stats = (torch.zeros(1, 2, 4, 1), torch.ones(1, 2, 4, 1), torch.full((1, 1, 4), 2.0),
+             torch.full((1, 1, 4), 3.0))
+    tensors = (_t(1, 4, 2, 16, seed=27), _t(1, 6, 2, 16, seed=28), _t(1, 4, 3, 16, seed=29),
+               _t(1, 6, 1, 16, seed=30), _t(1, 4, 3, seed=31))
+    return tensors + stats + (0.25,), dict(kw)
+
+
+def _dense_kl() -> None:
+    e = _entry("npu_dense_lightning_indexer_grad_kl_loss")
+    e.samples += [Sample("bsnd_fp16_rope", lambda: _dense_kl_args(
+        query_rope=_t(1, 4, 2, 8, seed=32), key_rope=_t(1, 6, 2, 8, seed=33)))]
+    e.errors += [
+        ErrorSample("sparse_mode", lambda: _dense_kl_args(sparse_mode=0), ValueError,
+                    "npu_dense_lightning_indexer_grad_kl_loss: expected sparse_mode 3"),
+        ErrorSample("stats_shape", lambda: (_dense_kl_args()[0][:5] + (torch.zeros(1, 2, 4),)
+                                            + _dense_kl_args()[0][6:], {}), RuntimeError,
+                    "npu_dense_lightning_indexer_grad_kl_loss: expected softmax_max shape"),
+    ]
+
+
+_dense_kl()
