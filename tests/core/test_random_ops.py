@@ -10,7 +10,9 @@ import npu_anywhere  # noqa: F401  (registers the ops)
 from npu_anywhere.library import REGISTRY
 
 RANDOM_OPS = ["npu_dropout_with_add_softmax", "npu_fused_attention_score_fwd",
-              "npu_multi_head_attention", "npu_fusion_attention", "npu_fusion_attention_v3"]
+              "npu_multi_head_attention", "npu_fusion_attention", "npu_fusion_attention_v3",
+              "_npu_dropout", "npu_sim_exponential_", "npu_top_k_top_p_sample",
+              "npu_random_choice_with_mask"]
 
 
 @pytest.mark.parametrize("name", RANDOM_OPS)
