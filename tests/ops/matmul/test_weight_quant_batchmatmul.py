@@ -153,3 +153,42 @@ def test_unemulated_weight_dtype():
     with pytest.raises(NotImplementedError, match="expected weight_dtype None"):
         npu_anywhere.npu_weight_quant_batchmatmul(torch.randn(3, 8).to(F16), _w(8, 4),
                                                   torch.rand(4).to(F16), weight_dtype=34)
+
+
+_FP4_E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+
+
+def _pack_fp4_words(codes: torch.Tensor) -> torch.Tensor:
+    """Eight 4-bit codes per float32 word along the last dim, code j in bits 4j..4j+3."""
+    c = codes.to(torch.int64).reshape(*codes.shape[:-1], -1, 8)
+    word = sum(c[..., j] << (4 * j) for j in range(8))
+    return (word - ((word >> 31) << 32)).to(torch.int32).view(torch.float32)
+
+
+def test_float4_weight_with_e8m0_group_scales():
+    # Ascend 950 MX A16W4 (op-plugin test_npu_convert_weight_to_int4pack.py): float32 words of
+    # float4_e2m1 codes, uint8 e8m0 scales 2**(code - 127) per 32 rows of k; float64 golden.
+    torch.manual_seed(5)
+    m, k, n = 5, 64, 16
+    codes = torch.randint(0, 16, (k, n))
+    scale = torch.randint(120, 134, (k // 32, n), dtype=torch.uint8)
+    x = torch.randn(m, k).to(F16)
+    w64 = torch.tensor(_FP4_E2M1, dtype=torch.float64)[codes]
+    s64 = (2.0 ** (scale.double() - 127)).repeat_interleave(32, dim=0)
+    golden = x.double() @ (w64 * s64)
+    packed = _pack_fp4_words(codes)
+    out = npu_anywhere.npu_weight_quant_batchmatmul(x, packed, scale, antiquant_group_size=32)
+    assert out.dtype == F16 and out.shape == (m, n)
+    torch.testing.assert_close(out.double(), golden, rtol=2e-3, atol=2e-3)
+    # the transpose of a contiguous (n, k // 8) packs along k
+    packed_t = _pack_fp4_words(codes.T.contiguous()).T
+    out_t = npu_anywhere.npu_weight_quant_batchmatmul(x, packed_t, scale, antiquant_group_size=32)
+    torch.testing.assert_close(out_t.double(), golden, rtol=2e-3, atol=2e-3)
+    with targets.strict("950"):
+        npu_anywhere.npu_weight_quant_batchmatmul(x, packed, scale, antiquant_group_size=32)
+    with targets.strict("A2"), pytest.raises(TypeError, match="Ascend 950 only"):
+        npu_anywhere.npu_weight_quant_batchmatmul(x, packed, scale, antiquant_group_size=32)
+    with pytest.raises(ValueError, match="expected antiquant_group_size 32 when weight is float32"):
+        npu_anywhere.npu_weight_quant_batchmatmul(x, packed, scale, antiquant_group_size=0)
+    with pytest.raises(TypeError, match="expected antiquant_scale dtype in"):
+        npu_anywhere.npu_weight_quant_batchmatmul(x, packed, scale.to(F16), antiquant_group_size=32)

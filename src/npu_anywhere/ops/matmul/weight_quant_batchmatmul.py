@@ -46,7 +46,14 @@ SCHEMA = ("npu_weight_quant_batchmatmul(Tensor x, Tensor weight, Tensor antiquan
 
 _SUPPORTED = frozenset({Product.A2, Product.A3, Product.ATLAS_INFERENCE, Product.ASCEND_950})
 _X_DTYPES = (torch.float16, torch.bfloat16)
-_W_DTYPES = (torch.int8, torch.int32)
+# float32 weights are npu_convert_weight_to_int4pack's Ascend 950 output: eight float4_e2m1
+# codes per float32 word, dequantized with e8m0 (uint8) scales per group of 32 along k.
+_W_DTYPES = (torch.int8, torch.int32, torch.float32)
+_PACKED_DTYPES = (torch.int32, torch.float32)
+_MX_GROUP = 32
+# The 16 float4_e2m1 values, by 4-bit code (bit 3 the sign).
+_FP4_E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+                    -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 _QUINT4X2 = 16          # ScalarType code of torch.quint4x2, the int4 tag of packed weights
 MAX_KN = 65535
 
@@ -73,7 +80,7 @@ def weight_kn(weight: torch.Tensor) -> tuple[int, int]:
     """(k, n) of the logical weight; int32 words hold eight int4 values along n, or along k when
     the weight is a transposed (n, k // 8)."""
     k, n = weight.shape[-2], weight.shape[-1]
-    if weight.dtype != torch.int32:
+    if weight.dtype not in _PACKED_DTYPES:
         return k, n
     return (k * 8, n) if is_transposed(weight) else (k, n * 8)
 
@@ -84,7 +91,20 @@ def _check_param_shape(name: str, t, allowed: list[tuple[int, ...]]) -> None:
                   ValueError)
 
 
+def _check_mx_antiquant(scale, offset, group_size, k, n) -> None:
+    rule = "when weight is float32 (packed float4_e2m1)"
+    checks.expect_dtype(scale, (torch.uint8,), OP, "antiquant_scale")
+    checks.expect(group_size == _MX_GROUP, OP, "antiquant_group_size",
+                  f"{_MX_GROUP} {rule} (e8m0 scales per 32 values of k)", group_size, ValueError)
+    checks.expect(offset is None, OP, "antiquant_offset", f"None {rule}", "a tensor",
+                  ValueError)
+    _check_param_shape("antiquant_scale", scale, [(math.ceil(k / group_size), n)])
+
+
 def _check_antiquant(x, weight, scale, offset, group_size, k, n, m) -> None:
+    if weight.dtype == torch.float32:
+        _check_mx_antiquant(scale, offset, group_size, k, n)
+        return
     if scale.dtype == torch.int64:
         # Packed per-channel scales: the doc's narrow fast path.
         rule = "when antiquant_scale is int64"
@@ -157,6 +177,10 @@ def _batch(x, weight) -> tuple[int, ...]:
 
 def _check_strict(x, weight, quant_scale, group_size) -> None:
     product = targets.expect_supported(OP, _SUPPORTED)
+    if product is not None and product != Product.ASCEND_950:
+        checks.expect(weight.dtype != torch.float32, OP, "weight",
+                      lambda: f"int8 or int32 on {product.value} (float32-packed float4 "
+                      "weights are Ascend 950 only)", str(weight.dtype), TypeError)
     if product != Product.ATLAS_INFERENCE:
         return
     rule = "on 310P (Atlas inference)"
@@ -194,6 +218,9 @@ def check_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=
                   "0 (high precision) or 1 (high performance)", inner_precise, ValueError)
     _check_antiquant(x, weight, antiquant_scale, antiquant_offset, antiquant_group_size, k, n, m)
     _check_quant(quant_scale, quant_offset, antiquant_scale, n)
+    if weight.dtype == torch.float32:
+        checks.expect(quant_scale is None, OP, "quant_scale",
+                      "None when weight is float32 (packed float4_e2m1)", "a tensor", ValueError)
     if bias is not None:
         _check_bias(x, bias, n)
     named = {"x": x, "weight": weight, "antiquant_scale": antiquant_scale}
@@ -206,12 +233,19 @@ def check_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=
 
 
 def weight_values(weight: torch.Tensor) -> torch.Tensor:
-    """The int8 values of the logical ``[..., k, n]`` weight (int4 words unpacked)."""
-    if weight.dtype != torch.int32:
+    """The values of the logical ``[..., k, n]`` weight: int8 as is, int4 words unpacked to
+    int8, float32 words unpacked to their float4_e2m1 values (float32)."""
+    if weight.dtype not in _PACKED_DTYPES:
         return weight
+    words = weight.view(torch.int32)
     if is_transposed(weight):
-        return quant_core.unpack_int4(weight.mT).mT
-    return quant_core.unpack_int4(weight)
+        nibbles = quant_core.unpack_int4(words.mT).mT
+    else:
+        nibbles = quant_core.unpack_int4(words)
+    if weight.dtype == torch.int32:
+        return nibbles
+    table = torch.tensor(_FP4_E2M1_VALUES, dtype=torch.float32, device=weight.device)
+    return table[nibbles.to(torch.int64) & 0xF]
 
 
 def antiquant_param(p: torch.Tensor, k: int, group_size: int) -> torch.Tensor:
@@ -219,6 +253,9 @@ def antiquant_param(p: torch.Tensor, k: int, group_size: int) -> torch.Tensor:
     as a row, per-group expanded so that row i uses group ``i // group_size``."""
     if p.dtype == torch.int64:
         p = integer.unpack_scale_word(p)[0]
+    if p.dtype == torch.uint8:
+        # e8m0: 2 ** (code - 127); code 255 is NaN.
+        p = torch.where(p == 255, float("nan"), torch.exp2(p.to(torch.float32) - 127))
     p = p.to(torch.float32)
     if group_size:
         return p.repeat_interleave(group_size, dim=0)[:k]
@@ -353,6 +390,8 @@ def blocked_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offse
 
 
 def _blocked_supports(x, weight, *args, **kwargs):
+    if weight.dtype == torch.float32:
+        return "float4 (float32-packed) weights take the reference"
     if weight.dim() != 2:
         return "batched weights take the reference"
     return None
@@ -398,6 +437,8 @@ def tiled_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=
 def _tiled_supports(x, weight, antiquant_scale, antiquant_offset=None, quant_scale=None,
                     quant_offset=None, bias=None, antiquant_group_size=0, inner_precise=0,
                     weight_dtype=None):
+    if weight.dtype == torch.float32:
+        return "float4 (float32-packed) weights take the reference"
     if weight.dim() != 2:
         return "batched weights take the reference"
     if not weight.is_contiguous() or is_transposed(weight):
@@ -437,11 +478,17 @@ def npu_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=No
     weight : Tensor
         ``(..., k, n)`` int8, or int32 holding eight int4 values each (``npu_convert_weight_to_
         int4pack``): a contiguous ``(k, n // 8)`` or the transpose of a contiguous
-        ``(n, k // 8)``.  Batch dims equal x's when both have them.
+        ``(n, k // 8)``.  Batch dims equal x's when both have them.  Ascend 950 (and default
+        mode): float32 holding eight float4_e2m1 codes each, as npu_convert_weight_to_int4pack
+        packs float32 weights there (same layouts as int32); this MX A16W4 form takes uint8
+        (e8m0) scales per group of 32 and no offset or quant_scale.
     antiquant_scale : Tensor
         x's dtype: per-tensor ``(1,)`` / ``(1, 1)``, per-channel ``(n,)`` / ``(1, n)``, per-group
         ``(ceil(k / antiquant_group_size), n)``.  Or int64 words of npu_trans_quant_param
         (float16 x, transposed int8 weight, per-channel, m <= 96, k and n multiples of 64).
+        With a float32 (float4) weight: uint8 e8m0 codes ``(ceil(k / 32), n)``, each standing
+        for ``2 ** (code - 127)`` (255 is NaN), antiquant_group_size 32 (op-plugin's
+        test_npu_convert_weight_to_int4pack.py golden).
     antiquant_offset : Tensor, optional
         antiquant_scale's shape and dtype (int32 with an int64 antiquant_scale).
     quant_scale, quant_offset : Tensor, optional

@@ -125,6 +125,10 @@ def _weight_quant_batchmatmul() -> None:
     s.append(Sample("int8_out_word", lambda: (
         (_x(3, 16), _w(16, 4), _x(4) * 0.1), {"quant_scale": _word(4)})))
     s.append(Sample("batched", lambda: ((_x(2, 3, 16), _w(2, 16, 4), _x(4)), {})))
+    # Ascend 950 MX A16W4: float32 words of eight float4_e2m1 codes, e8m0 scales per 32 of k.
+    s.append(Sample("float4_packed_e8m0_scales", lambda: (
+        (_x(3, 64), torch.randint(-2**31, 2**31 - 1, (64, 2), dtype=_I32).view(torch.float32),
+         torch.randint(120, 134, (2, 16), dtype=torch.uint8)), {"antiquant_group_size": 32})))
     s.append(Sample("int64_antiquant_scale", lambda: (
         (_x(2, 64), _w(64, 64).t().contiguous().t(),
          trans_word(64), torch.randint(-3, 3, (64,), dtype=_I32)), {})))
