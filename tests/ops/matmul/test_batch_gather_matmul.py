@@ -124,6 +124,12 @@ def test_public_call_adds_into_input_as_on_the_npu():
     with pytest.raises(RuntimeError, match="^npu_batch_gather_matmul: expected indices dim 0"):
         npu_anywhere.npu_batch_gather_matmul(y, x, wb, idx.repeat(2), wa)
     assert torch.equal(y, functional)
+    # the write-back traces in one graph (dynamo's eager backend: the tracing is the point)
+    compiled = torch.compile(lambda t: npu_anywhere.npu_batch_gather_matmul(t, x, wb, idx, wa,
+                                                                            scale=2),
+                             fullgraph=True, backend="eager")
+    again = before.clone()
+    assert torch.equal(compiled(again), functional) and torch.equal(again, functional)
 
 
 def test_noncontiguous_inputs():

@@ -296,13 +296,12 @@ def npu_batch_gather_matmul(input=None, x=None, weight_b=None, indices=None, wei
     # On the NPU this call adds into input's own memory and returns input: the kernel's
     # atomic add targets y (math/add_lora/op_kernel/add_lora_310.h, CopyFinalResOutAdd),
     # op-plugin's host returns ``self`` (BatchGatherMatmulKernelNpuOpApi.cpp), and seed 004
-    # says the output reuses y's address.  The public call does the same through the
-    # in-place op, after this op's own checks (so errors name this op); the functional
-    # torch.ops.npu schema, which may not mutate, keeps returning a new tensor.
-    check_batch_gather_matmul(input, x, weight_b, indices, weight_a, layer_idx, scale,
-                              y_offset, y_slice_size)
-    return batch_gather_matmul_inplace_public_op(input, x, weight_b, indices, weight_a,
-                                                 layer_idx, scale, y_offset, y_slice_size)
+    # says the output reuses y's address.  The public call does the same: it runs the
+    # functional op (whose schema may not mutate; errors name this op, and input is untouched
+    # when it raises) and writes the result back, which torch.compile traces as a copy_.
+    out = batch_gather_matmul_op(input, x, weight_b, indices, weight_a, layer_idx, scale,
+                                 y_offset, y_slice_size)
+    return input.copy_(out)
 
 
 def npu_batch_gather_matmul_(input=None, x=None, weight_b=None, indices=None, weight_a=None,
