@@ -73,3 +73,15 @@ def code_to_dtype(code: int | torch.dtype) -> torch.dtype | int:
 def is_int4(code: int | torch.dtype | None) -> bool:
     """torch.quint4x2 and torch_npu.int4 both request 4-bit integer output."""
     return code in (16, INT4, torch.quint4x2)
+
+
+def with_float64(documented: tuple) -> tuple:
+    """The documented dtypes, plus float64 outside strict mode (gradcheck, float64 goldens)."""
+    from . import targets    # not at import time: targets is a leaf the ops import first
+
+    return documented if targets.current() is not None else documented + (torch.float64,)
+
+
+def float_compute(dtype: torch.dtype) -> torch.dtype:
+    """The kernels' vector math dtype: float32 (16-bit inputs upcast); float64 stays float64."""
+    return torch.float64 if dtype == torch.float64 else torch.float32

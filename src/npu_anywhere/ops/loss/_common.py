@@ -4,24 +4,20 @@ from __future__ import annotations
 
 import torch
 
-from ... import checks, targets
+from ... import checks, dtypes
 
 FLOAT16_32 = (torch.float16, torch.bfloat16, torch.float32)
 HALF_TYPES = (torch.float16, torch.bfloat16)
 
 
-def allowed(documented: tuple) -> tuple:
-    """The documented dtypes, plus float64 outside strict mode (gradcheck, fp64 goldens)."""
-    return documented if targets.current() is not None else documented + (torch.float64,)
+allowed = dtypes.with_float64
 
 
 def expect_float(op: str, name: str, t: torch.Tensor, documented: tuple = FLOAT16_32) -> None:
     checks.expect_dtype(t, allowed(documented), op, name)
 
 
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The kernels' vector math is float32 (16-bit inputs upcast); float64 stays float64."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
+compute_dtype = dtypes.float_compute
 
 
 def expect_dim(op: str, name: str, t: torch.Tensor, dim: int) -> None:

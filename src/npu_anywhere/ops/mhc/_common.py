@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ... import checks, targets
+from ... import checks, dtypes
 from ...targets import Product
 
 HALF_TYPES = (torch.float16, torch.bfloat16)
@@ -13,18 +13,14 @@ SUPPORTED = frozenset({Product.ASCEND_950})   # every mHC doc lists the 950 only
 STREAM_COUNTS = (4, 6, 8)
 
 
-def allowed(documented: tuple) -> tuple:
-    """The documented dtypes, plus float64 outside strict mode (gradcheck, fp64 goldens)."""
-    return documented if targets.current() is not None else documented + (torch.float64,)
+allowed = dtypes.with_float64
 
 
 def expect_dtype(op: str, name: str, t: torch.Tensor, documented: tuple) -> None:
     checks.expect_dtype(t, allowed(documented), op, name)
 
 
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The kernels compute in float32 (16-bit inputs upcast); float64 stays float64."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
+compute_dtype = dtypes.float_compute
 
 
 def expect_dims(op: str, name: str, t: torch.Tensor, dims: tuple) -> None:

@@ -6,20 +6,16 @@ from typing import Any
 
 import torch
 
-from ... import checks, targets
+from ... import checks, dtypes
 
 FLOATING = (torch.float16, torch.bfloat16, torch.float32)
 HALF_FLOAT = (torch.float16, torch.float32)
 
 
-def allowed(documented: tuple) -> tuple:
-    """The documented dtypes, plus float64 outside strict mode (fp64 goldens)."""
-    return documented if targets.current() is not None else documented + (torch.float64,)
+allowed = dtypes.with_float64
 
 
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The kernels compute in float32 (16-bit inputs upcast); float64 stays float64."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
+compute_dtype = dtypes.float_compute
 
 
 def check_state(op: str, grad: torch.Tensor, var: torch.Tensor, m: torch.Tensor,
