@@ -21,7 +21,7 @@ def _inputs(seed, dtype=torch.float64, b=1, s1=4, s2=7, n1=4, ni=3, d=16, dr=4, 
     idx = torch.full((b, s1, 1, topk), -1, dtype=torch.int32)
     for bi in range(b):
         for t in range(s1):
-            seen = s2 - s1 + t + 1
+            seen = max(s2 - s1 + t + 1, 0)
             chosen = torch.randperm(seen, generator=g)[:min(seen, topk - (t % 2))]
             idx[bi, t, 0, :len(chosen)] = chosen.to(torch.int32)
     idx[:, 0, 0, -1] = s2 - 1          # beyond row 0's causal bound: must count as padding
@@ -133,3 +133,19 @@ def test_bad_inputs():
         OP(*args, sinks=x["sinks"][:2])
     with pytest.raises(RuntimeError, match="expected softmax_sum shape"):
         OP(*args[:7], stats[1][..., :2], 0.3)
+
+
+def test_rows_without_a_visible_key_add_nothing_and_empty_query_returns():
+    # S1 = 5 > S2 = 3: rows 0 and 1 see no key, whatever their indices say
+    x = _inputs(6, s1=5, s2=3, topk=3)
+    idx = torch.tensor([0, 1, 2], dtype=torch.int32).repeat(1, 5, 1, 1)
+    stats = (torch.zeros(1, 1, 5, 4), torch.ones(1, 1, 5, 4))
+    full = OP(x["q"], x["k"], x["qi"], x["ki"], x["w"], idx, *stats, 0.3)
+    tail = OP(x["q"][:, 2:], x["k"], x["qi"][:, 2:], x["ki"], x["w"][:, 2:], idx[:, 2:],
+              stats[0][:, :, 2:], stats[1][:, :, 2:], 0.3)
+    assert full[0][0, :2].abs().max() == 0 and full[2][0, :2].abs().max() == 0
+    torch.testing.assert_close(full[3], tail[3])
+    torch.testing.assert_close(full[1], tail[1])
+    empty = OP(x["q"][:, :0], x["k"], x["qi"][:, :0], x["ki"], x["w"][:, :0], idx[:, :0],
+               stats[0][:, :, :0], stats[1][:, :, :0], 0.3)
+    assert empty[0].shape == (1, 0, 3, 16) and empty[3].item() == 0 and empty[1].abs().max() == 0

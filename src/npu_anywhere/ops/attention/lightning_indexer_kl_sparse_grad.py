@@ -8,14 +8,16 @@ torch_npu-npu_sparse_lightning_indexer_grad_kl_loss.md, seed 004), per batch and
 ``0 <= j <= S2 - S1 + t``, rightDownCausal, so the ``-1`` padding and keys past the diagonal
 drop out)::
 
-    p_h[t, k] = exp(scale_value * [q, q_rope]_{t,h} . [k, k_rope]_{j,h//G} - softmax_max) / softmax_sum
-    p[t, k]   = mean_h p_h[t, k]                      (no sinks)
-              = sum_h p_h[t, k] / sum_{h,k'} p_h[t, k']   (sinks: the sink mass is renormalised away)
+    p_h[t, k] = exp(scale_value * [q, q_rope]_{t,h} . [k, k_rope]_{j,h//G} - softmax_max)
+                / softmax_sum
+    p[t, k]   = mean_h p_h[t, k]                            (no sinks)
+              = sum_h p_h[t, k] / sum_{h,k'} p_h[t, k']     (sinks: the sink mass renormalised away)
     S_h[t, k] = query_index_{t,h} . key_index_j,   I[t, k] = sum_h weights_{t,h} * relu(S_h)
     y[t, :]   = softmax over the live slots of I[t, :]
     loss      = sum_{t, k} p * (log max(p, 1e-8) - log max(y, 1e-8))
     dI = y - p,   d weights_h = sum_k dI * relu(S_h),   dS_h = dI * weights_h * [S_h > 0]
-    d query_index_{t,h} = sum_k dS_h[t, k] key_index_j,   d key_index_j += sum_h dS_h[t, k] query_index_{t,h}
+    d query_index_{t,h} = sum_k dS_h[t, k] key_index_j
+    d key_index_j      += sum_h dS_h[t, k] query_index_{t,h}
 
 Sources: the torch_npu doc above and aclnnSparseLightningIndexerGradKLLoss.md (formula,
 shapes, dtypes), op-plugin's meta function (outputs: the inputs' shapes and dtypes, loss
@@ -130,8 +132,8 @@ def _target(q, k, picks, live, mx, sm, scale, sinks):
     s1, n1, dq = q.shape
     n2 = k.shape[1]
     # grouped product: the selected keys are gathered once per key head, not per query head
-    logits = torch.einsum("tngd,tknd->ngtk", q.reshape(s1, n2, n1 // n2, dq),
-                          k[picks]).reshape(n1, s1, -1) * scale                # [N1, S1, K]
+    logits = torch.einsum("tngd,tknd->ngtk", q.reshape(s1, n2, n1 // n2, dq), k[picks])
+    logits = logits.reshape(n1, s1, picks.shape[1]) * scale                   # [N1, S1, K]
     row_max = mx.permute(0, 2, 1).reshape(n1, -1, 1)                          # [N1, S1, 1]
     row_sum = sm.permute(0, 2, 1).reshape(n1, -1, 1)
     heads = torch.where(live, torch.exp(logits - row_max) / row_sum, 0.0).sum(dim=0)
@@ -151,10 +153,10 @@ def _batch_grads(q, k, qi, ki, w, picks_all, mx, sm, scale, sinks, out_dtype):
     live = (picks >= 0) & (picks < dsa.causal_limit(s1, s2, q.device).unsqueeze(1))
     picks = torch.where(live, picks, 0)
     p = _target(q, k, picks, live, mx, sm, scale, sinks)
-    gi = ni1 // ni2
+    gi, topk = ni1 // ni2, picks.shape[1]
     index_keys = ki[picks]                                                    # [S1, K, Ni2, D]
     grouped_qi = qi.reshape(s1, ni2, gi, d)
-    score = torch.einsum("tngd,tknd->ngtk", grouped_qi, index_keys).reshape(ni1, s1, -1)
+    score = torch.einsum("tngd,tknd->ngtk", grouped_qi, index_keys).reshape(ni1, s1, topk)
     relu = score.clamp_min(0)
     index = (relu * w.t().unsqueeze(-1)).sum(dim=0).masked_fill(~live, float("-inf"))
     top = index.amax(dim=-1, keepdim=True)
@@ -166,7 +168,7 @@ def _batch_grads(q, k, qi, ki, w, picks_all, mx, sm, scale, sinks, out_dtype):
     d_w = (d_index.unsqueeze(0) * relu).sum(dim=-1).t()                       # [S1, Ni1]
     d_score = d_index.unsqueeze(0) * w.t().unsqueeze(-1) * (score > 0)
     d_score = d_score.to(out_dtype).to(q.dtype)
-    d_score = d_score.reshape(ni2, gi, s1, -1)
+    d_score = d_score.reshape(ni2, gi, s1, topk)
     d_qi = torch.einsum("ngtk,tknd->tngd", d_score, index_keys).reshape(s1, ni1, d)
     # each slot's share of d key_index, summed over the heads of its group: [S1 * K, Ni2, D]
     per_slot = torch.einsum("ngtk,tngd->tknd", d_score, grouped_qi).reshape(-1, ni2, d)
