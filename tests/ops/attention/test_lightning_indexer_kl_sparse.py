@@ -149,3 +149,16 @@ def test_rows_without_a_visible_key_add_nothing_and_empty_query_returns():
     empty = OP(x["q"][:, :0], x["k"], x["qi"][:, :0], x["ki"], x["w"][:, :0], idx[:, :0],
                stats[0][:, :, :0], stats[1][:, :, :0], 0.3)
     assert empty[0].shape == (1, 0, 3, 16) and empty[3].item() == 0 and empty[1].abs().max() == 0
+
+
+def test_strict_a2_takes_half_inputs_with_one_key_index_head():
+    x = _inputs(7, torch.float16)
+    stats = (torch.zeros(1, 1, 4, 4), torch.ones(1, 1, 4, 4))
+    three_heads = x["ki"].expand(-1, -1, 3, -1)
+    with na.strict("A2"):
+        OP(x["q"], x["k"], x["qi"], x["ki"], x["w"], x["idx"], *stats, 0.3)
+        with pytest.raises(ValueError, match="expected key_index a head count N2index of 1"):
+            OP(x["q"], x["k"], x["qi"], three_heads, x["w"], x["idx"].expand(-1, -1, 3, -1),
+               *stats, 0.3)
+        with pytest.raises(TypeError, match="expected query dtype"):
+            OP(*(x[n].double() for n in ("q", "k", "qi", "ki", "w")), x["idx"], *stats, 0.3)
