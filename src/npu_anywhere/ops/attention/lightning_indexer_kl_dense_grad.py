@@ -146,6 +146,28 @@ def _batch_grads(q, k, qi, ki, w, mx, sm, mxi, smi, scale, out_dtype):
     return d_qi, d_ki, d_w, loss
 
 
+def per_batch(qi, ki, w, stats, layout, actual_seq_qlen, actual_seq_klen, grads):
+    """Run ``grads(rows, keys, stats_of_the_batch) -> (d_qi, d_ki, d_w, loss)`` per batch
+    (BSND: index b; TND: the cumulative-length spans) and gather the gradients and the summed
+    loss.  ``stats`` are ``[B, N, S1, ...]`` (BSND) or ``[N, T1, ...]`` (TND) tensors."""
+    d_qi, d_ki, d_w = torch.zeros_like(qi), torch.zeros_like(ki), torch.zeros_like(w)
+    loss = qi.new_zeros(())
+    if layout == "BSND":
+        pieces = [((b,), (b,), [t[b] for t in stats]) for b in range(qi.shape[0])]
+    else:
+        pieces = [((slice(qs, qs + ql),), (slice(ks, ks + kl),),
+                   [t[:, qs:qs + ql] for t in stats])
+                  for (qs, ql), (ks, kl) in zip(nsa.spans(actual_seq_qlen),
+                                                nsa.spans(actual_seq_klen))]
+    for rows, keys, batch_stats in pieces:
+        g_qi, g_ki, g_w, part = grads(rows, keys, batch_stats)
+        d_qi[rows] = g_qi
+        d_ki[keys] = g_ki
+        d_w[rows] = g_w
+        loss = loss + part
+    return d_qi, d_ki, d_w, loss
+
+
 def dense_lightning_indexer_grad_kl_loss_reference(query, key, query_index, key_index, weights,
                                                    softmax_max, softmax_sum, softmax_max_index,
                                                    softmax_sum_index, scale_value, *,
@@ -161,25 +183,10 @@ def dense_lightning_indexer_grad_kl_loss_reference(query, key, query_index, key_
     q, k, qi, ki, w = (t.to(ct) for t in (query, key, query_index, key_index, weights))
     stats = [t.to(ct) for t in (softmax_max, softmax_sum, softmax_max_index,
                                 softmax_sum_index)]
-    d_qi = torch.zeros_like(qi)
-    d_ki = torch.zeros_like(ki)
-    d_w = torch.zeros_like(w)
-    loss = q.new_zeros(())
-    if layout == "BSND":
-        pieces = [((b,), (b,), [s[b] for s in stats]) for b in range(q.shape[0])]
-    else:
-        pieces = []
-        for (qs, ql), (ks, kl) in zip(nsa.spans(actual_seq_qlen), nsa.spans(actual_seq_klen)):
-            rows, keys = slice(qs, qs + ql), slice(ks, ks + kl)
-            pieces.append(((rows,), (keys,), [stats[0][:, rows], stats[1][:, rows],
-                                              stats[2][:, rows], stats[3][:, rows]]))
-    for rows, keys, (mx, sm, mxi, smi) in pieces:
-        g_qi, g_ki, g_w, part = _batch_grads(q[rows], k[keys], qi[rows], ki[keys], w[rows], mx,
-                                             sm, mxi, smi, scale_value, query.dtype)
-        d_qi[rows] = g_qi
-        d_ki[keys] = g_ki
-        d_w[rows] = g_w
-        loss = loss + part
+    d_qi, d_ki, d_w, loss = per_batch(
+        qi, ki, w, stats, layout, actual_seq_qlen, actual_seq_klen,
+        lambda rows, keys, st: _batch_grads(q[rows], k[keys], qi[rows], ki[keys], w[rows], *st,
+                                            scale_value, query.dtype))
     return (d_qi.to(query_index.dtype), d_ki.to(key_index.dtype), d_w.to(weights.dtype),
             loss.reshape(1).to(torch.float32))
 

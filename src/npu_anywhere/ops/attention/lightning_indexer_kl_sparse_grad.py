@@ -38,7 +38,7 @@ from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from . import dsa_common as dsa
 from . import nsa_common as nsa
-from .lightning_indexer_kl_dense_grad import _CLIP, _expect_shape
+from .lightning_indexer_kl_dense_grad import _CLIP, _expect_shape, per_batch
 
 OP = "npu_sparse_lightning_indexer_grad_kl_loss"
 SCHEMA = ("npu_sparse_lightning_indexer_grad_kl_loss(Tensor query, Tensor key, "
@@ -188,25 +188,13 @@ def sparse_lightning_indexer_grad_kl_loss_reference(query, key, query_index, key
     if query_rope is not None:
         query, key = torch.cat([query, query_rope], -1), torch.cat([key, key_rope], -1)
     q, k, qi, ki, w = (t.to(ct) for t in (query, key, query_index, key_index, weights))
-    mx_all, sm_all = softmax_max.to(ct), softmax_sum.to(ct)
-    d_qi, d_ki, d_w = torch.zeros_like(qi), torch.zeros_like(ki), torch.zeros_like(w)
-    loss = q.new_zeros(())
-    if layout == "BSND":
-        pieces = [((b,), (b,), mx_all[b], sm_all[b]) for b in range(q.shape[0])]
-    else:
-        pieces = []
-        for (qs, ql), (ks, kl) in zip(nsa.spans(actual_seq_qlen), nsa.spans(actual_seq_klen)):
-            rows = slice(qs, qs + ql)
-            pieces.append(((rows,), (slice(ks, ks + kl),), mx_all[:, rows], sm_all[:, rows]))
     sinks = None if sinks is None else sinks.to(ct)
-    for rows, keys, mx, sm in pieces:
-        g_qi, g_ki, g_w, part = _batch_grads(q[rows], k[keys], qi[rows], ki[keys], w[rows],
-                                             sparse_indices[rows], mx, sm, scale_value, sinks,
-                                             query.dtype)
-        d_qi[rows] = g_qi
-        d_ki[keys] = g_ki
-        d_w[rows] = g_w
-        loss = loss + part
+    d_qi, d_ki, d_w, loss = per_batch(
+        qi, ki, w, [softmax_max.to(ct), softmax_sum.to(ct)], layout, actual_seq_qlen,
+        actual_seq_klen,
+        lambda rows, keys, st: _batch_grads(q[rows], k[keys], qi[rows], ki[keys], w[rows],
+                                            sparse_indices[rows], *st, scale_value, sinks,
+                                            query.dtype))
     return (d_qi.to(query_index.dtype), d_ki.to(key_index.dtype), d_w.to(weights.dtype),
             loss.reshape(1).to(torch.float32))
 
