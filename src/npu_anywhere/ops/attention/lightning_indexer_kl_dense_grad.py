@@ -49,27 +49,25 @@ def _expect_shape(op, name, t, want):
                   lambda: f"shape {tuple(t.shape)}", RuntimeError)
 
 
-def check_dense_lightning_indexer_grad_kl_loss(query, key, query_index, key_index, weights,
-                                               softmax_max, softmax_sum, softmax_max_index,
-                                               softmax_sum_index, scale_value, *,
-                                               query_rope=None, key_rope=None,
-                                               actual_seq_qlen=None, actual_seq_klen=None,
-                                               layout="BSND", sparse_mode=3,
-                                               pre_tokens=dsa.MAX_TOKENS,
-                                               next_tokens=dsa.MAX_TOKENS):
-    op = OP
-    layout = "BSND" if layout is None else layout
+def check_indexer_inputs(op, query, key, query_index, key_index, weights, *, query_rope,
+                         key_rope, actual_seq_qlen, actual_seq_klen, layout, sparse_mode,
+                         weights_dtypes, rope_same_dtype=False, devices=None):
+    """The checks the dense and sparse KL-loss ops share: layout and sparse mode, the four
+    attention / indexer tensors (ranks, dtypes, heads, head dims, tokens), weights, the rope
+    pair and the batch structure (BSND batch, TND cumulative lengths).  Returns ``(dims, n1,
+    n2, ni2, stats)``: the layout's rank, the head counts and the main attention statistics'
+    shape."""
+    dims = 4 if layout == "BSND" else 3
     checks.expect_one_of(layout, ("BSND", "TND"), op, "layout")
     checks.expect(sparse_mode in (None, 3), op, "sparse_mode", "3 (rightDownCausal)",
                   repr(sparse_mode), ValueError)
-    dims = 4 if layout == "BSND" else 3
     named = {"query": query, "key": key, "query_index": query_index, "key_index": key_index}
     for name, t in named.items():
         checks.expect_dim(t, dims, op, name)
         checks.expect_dtype(t, nsa.floats(), op, name)
     checks.expect_same_dtype(named, op)
-    checks.expect_same_device(dict(named, weights=weights), op)
-    checks.expect_dtype(weights, nsa.floats() + (torch.float32,), op, "weights")
+    checks.expect_same_device(dict(named, weights=weights, **(devices or {})), op)
+    checks.expect_dtype(weights, weights_dtypes, op, "weights")
     n1, n2 = query.shape[-2], key.shape[-2]
     ni1, ni2 = query_index.shape[-2], key_index.shape[-2]
     checks.expect(n1 % n2 == 0, op, "query", lambda: f"a head count divisible by N2 = {n2}",
@@ -84,22 +82,24 @@ def check_dense_lightning_indexer_grad_kl_loss(query, key, query_index, key_inde
     checks.expect((query_rope is None) == (key_rope is None), op, "query_rope",
                   "given together with key_rope", "only one of them", ValueError)
     if query_rope is not None:
+        if rope_same_dtype:
+            checks.expect_same_dtype({"query": query, "query_rope": query_rope,
+                                      "key_rope": key_rope}, op)
         _expect_shape(op, "query_rope", query_rope, tuple(query.shape[:-1])
                       + (query_rope.shape[-1],))
         _expect_shape(op, "key_rope", key_rope, tuple(key.shape[:-1]) + (query_rope.shape[-1],))
-    _expect_shape(op, "weights", weights, query_index.shape[:-1])
-    rows = query.shape[:-2]                     # (B, S1) or (T1,)
-    checks.expect(tuple(query_index.shape[:-2]) == tuple(rows), op, "query_index",
+    rows = tuple(query.shape[:-2])                     # (B, S1) or (T1,)
+    checks.expect(tuple(query_index.shape[:-2]) == rows, op, "query_index",
                   lambda: f"query's tokens {list(rows)}", lambda: f"shape "
                   f"{tuple(query_index.shape)}", RuntimeError)
     checks.expect(tuple(key_index.shape[:-2]) == tuple(key.shape[:-2]), op, "key_index",
                   lambda: f"key's tokens {list(key.shape[:-2])}", lambda: f"shape "
                   f"{tuple(key_index.shape)}", RuntimeError)
+    _expect_shape(op, "weights", weights, query_index.shape[:-1])
     if layout == "BSND":
         checks.expect(key.shape[0] == query.shape[0], op, "key",
                       lambda: f"query's batch B = {query.shape[0]}", key.shape[0], RuntimeError)
         stats = (query.shape[0], n2, query.shape[1], n1 // n2)
-        index_stats = (query.shape[0], ni2, query.shape[1])
     else:
         q_lens = nsa.expect_cumulative(op, "actual_seq_qlen", actual_seq_qlen, query.shape[0])
         k_lens = nsa.expect_cumulative(op, "actual_seq_klen", actual_seq_klen, key.shape[0])
@@ -107,7 +107,25 @@ def check_dense_lightning_indexer_grad_kl_loss(query, key, query_index, key_inde
                       lambda: f"one entry per batch of actual_seq_qlen ({len(q_lens)})",
                       len(k_lens), ValueError)
         stats = (n2, query.shape[0], n1 // n2)
-        index_stats = (ni2, query.shape[0])
+    return dims, n1, n2, ni2, stats
+
+
+def check_dense_lightning_indexer_grad_kl_loss(query, key, query_index, key_index, weights,
+                                               softmax_max, softmax_sum, softmax_max_index,
+                                               softmax_sum_index, scale_value, *,
+                                               query_rope=None, key_rope=None,
+                                               actual_seq_qlen=None, actual_seq_klen=None,
+                                               layout="BSND", sparse_mode=3,
+                                               pre_tokens=dsa.MAX_TOKENS,
+                                               next_tokens=dsa.MAX_TOKENS):
+    op = OP
+    layout = "BSND" if layout is None else layout
+    _, _, _, ni2, stats = check_indexer_inputs(
+        op, query, key, query_index, key_index, weights, query_rope=query_rope,
+        key_rope=key_rope, actual_seq_qlen=actual_seq_qlen, actual_seq_klen=actual_seq_klen,
+        layout=layout, sparse_mode=sparse_mode, weights_dtypes=nsa.floats() + (torch.float32,))
+    index_stats = ((query.shape[0], ni2, query.shape[1]) if layout == "BSND"
+                   else (ni2, query.shape[0]))
     for name, t, want in (("softmax_max", softmax_max, stats), ("softmax_sum", softmax_sum, stats),
                           ("softmax_max_index", softmax_max_index, index_stats),
                           ("softmax_sum_index", softmax_sum_index, index_stats)):

@@ -38,7 +38,8 @@ from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from . import dsa_common as dsa
 from . import nsa_common as nsa
-from .lightning_indexer_kl_dense_grad import _CLIP, _expect_shape, per_batch
+from .lightning_indexer_kl_dense_grad import (_CLIP, _expect_shape, check_indexer_inputs,
+                                              per_batch)
 
 OP = "npu_sparse_lightning_indexer_grad_kl_loss"
 SCHEMA = ("npu_sparse_lightning_indexer_grad_kl_loss(Tensor query, Tensor key, "
@@ -52,12 +53,6 @@ SCHEMA = ("npu_sparse_lightning_indexer_grad_kl_loss(Tensor query, Tensor key, "
 _SUPPORTED = frozenset({Product.A2, Product.A3})
 
 
-def _expect_tokens(op, name, t, want, what):
-    checks.expect(tuple(t.shape[:len(want)]) == tuple(want), op, name,
-                  lambda: f"{what} {list(want)}", lambda: f"shape {tuple(t.shape)}",
-                  RuntimeError)
-
-
 def check_sparse_lightning_indexer_grad_kl_loss(query, key, query_index, key_index, weights,
                                                 sparse_indices, softmax_max, softmax_sum,
                                                 scale_value, *, query_rope=None,
@@ -67,55 +62,16 @@ def check_sparse_lightning_indexer_grad_kl_loss(query, key, query_index, key_ind
                                                 next_tokens=dsa.MAX_TOKENS, sinks=None):
     op = OP
     layout = "BSND" if layout is None else layout
-    checks.expect_one_of(layout, ("BSND", "TND"), op, "layout")
-    checks.expect(sparse_mode in (None, 3), op, "sparse_mode", "3 (rightDownCausal)",
-                  repr(sparse_mode), ValueError)
-    dims = 4 if layout == "BSND" else 3
-    named = {"query": query, "key": key, "query_index": query_index, "key_index": key_index}
-    for name, t in named.items():
-        checks.expect_dim(t, dims, op, name)
-        checks.expect_dtype(t, nsa.floats(), op, name)
-    checks.expect_same_dtype(named, op)
-    checks.expect_same_device(dict(named, weights=weights, sparse_indices=sparse_indices), op)
     # weights: float32, or the dtype of the other four
-    checks.expect_dtype(weights, (query.dtype, torch.float32), op, "weights")
-    n1, n2 = query.shape[-2], key.shape[-2]
-    ni1, ni2 = query_index.shape[-2], key_index.shape[-2]
-    checks.expect(n1 % n2 == 0, op, "query", lambda: f"a head count divisible by N2 = {n2}",
-                  n1, ValueError)
-    checks.expect(ni1 % ni2 == 0, op, "query_index",
-                  lambda: f"a head count divisible by key_index's {ni2}", ni1, ValueError)
-    checks.expect(key.shape[-1] == query.shape[-1], op, "key",
-                  lambda: f"query's head dim {query.shape[-1]}", key.shape[-1], RuntimeError)
-    checks.expect(key_index.shape[-1] == query_index.shape[-1], op, "key_index",
-                  lambda: f"query_index's head dim {query_index.shape[-1]}",
-                  key_index.shape[-1], RuntimeError)
-    checks.expect((query_rope is None) == (key_rope is None), op, "query_rope",
-                  "given together with key_rope", "only one of them", ValueError)
-    if query_rope is not None:
-        checks.expect_same_dtype({"query": query, "query_rope": query_rope,
-                                  "key_rope": key_rope}, op)
-        _expect_shape(op, "query_rope", query_rope, tuple(query.shape[:-1])
-                      + (query_rope.shape[-1],))
-        _expect_shape(op, "key_rope", key_rope, tuple(key.shape[:-1]) + (query_rope.shape[-1],))
-    rows = tuple(query.shape[:-2])                     # (B, S1) or (T1,)
-    _expect_tokens(op, "query_index", query_index, rows, "query's tokens")
-    _expect_tokens(op, "key_index", key_index, key.shape[:-2], "key's tokens")
-    _expect_shape(op, "weights", weights, query_index.shape[:-1])
+    dims, n1, n2, ni2, stats = check_indexer_inputs(
+        op, query, key, query_index, key_index, weights, query_rope=query_rope,
+        key_rope=key_rope, actual_seq_qlen=actual_seq_qlen, actual_seq_klen=actual_seq_klen,
+        layout=layout, sparse_mode=sparse_mode, weights_dtypes=(query.dtype, torch.float32),
+        rope_same_dtype=True, devices={"sparse_indices": sparse_indices})
     checks.expect_dtype(sparse_indices, (torch.int32,), op, "sparse_indices")
     checks.expect_dim(sparse_indices, dims, op, "sparse_indices")
-    _expect_shape(op, "sparse_indices", sparse_indices, rows + (ni2, sparse_indices.shape[-1]))
-    if layout == "BSND":
-        checks.expect(key.shape[0] == query.shape[0], op, "key",
-                      lambda: f"query's batch B = {query.shape[0]}", key.shape[0], RuntimeError)
-        stats = (query.shape[0], n2, query.shape[1], n1 // n2)
-    else:
-        q_lens = nsa.expect_cumulative(op, "actual_seq_qlen", actual_seq_qlen, query.shape[0])
-        k_lens = nsa.expect_cumulative(op, "actual_seq_klen", actual_seq_klen, key.shape[0])
-        checks.expect(len(q_lens) == len(k_lens), op, "actual_seq_klen",
-                      lambda: f"one entry per batch of actual_seq_qlen ({len(q_lens)})",
-                      len(k_lens), ValueError)
-        stats = (n2, query.shape[0], n1 // n2)
+    _expect_shape(op, "sparse_indices", sparse_indices,
+                  tuple(query.shape[:-2]) + (ni2, sparse_indices.shape[-1]))
     for name, t in (("softmax_max", softmax_max), ("softmax_sum", softmax_sum)):
         checks.expect_dtype(t, (torch.float32, torch.float64), op, name)
         _expect_shape(op, name, t, stats)
