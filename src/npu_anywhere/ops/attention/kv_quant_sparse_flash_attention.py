@@ -26,6 +26,7 @@ from ...library import TORCH_NPU_NS, NpuOp, OpInfo
 from ...targets import Product
 from . import dsa_common as dsa
 from .sparse_flash_attention import _HALF, _forward
+from .sparse_flash_attention_checks import expect_sparse_selection
 
 OP = "npu_kv_quant_sparse_flash_attention"
 SCHEMA = ("npu_kv_quant_sparse_flash_attention(Tensor query, Tensor key, Tensor value, "
@@ -101,15 +102,7 @@ def check_kv_quant_sparse_flash_attention(
     checks.expect(tuple(value.shape[:-1]) == tuple(key.shape[:-1]), op, "value",
                   lambda: f"key's leading shape {tuple(key.shape[:-1])}",
                   lambda: f"shape {tuple(value.shape)}", ValueError)
-    checks.expect_dtype(sparse_indices, (torch.int32,), op, "sparse_indices")
-    want = list(query.shape[:-2]) + [shapes.k_heads]
-    checks.expect(sparse_indices.dim() == len(want) + 1 and
-                  list(sparse_indices.shape[:-1]) == want and sparse_indices.shape[-1] > 0,
-                  op, "sparse_indices", lambda: f"shape {want + ['sparse_size > 0']}",
-                  lambda: f"shape {tuple(sparse_indices.shape)}", ValueError)
-    sbs = sparse_block_size
-    checks.expect(1 <= sbs <= 128 and sbs & (sbs - 1) == 0, op, "sparse_block_size",
-                  "a power of 2 in [1, 128]", repr(sbs), ValueError)
+    expect_sparse_selection(op, query, sparse_indices, shapes.k_heads, sparse_block_size)
     checks.expect(sparse_mode in (0, 3), op, "sparse_mode", "0 (all) or 3 (rightDownCausal)",
                   repr(sparse_mode), ValueError)
     if sinks is not None:

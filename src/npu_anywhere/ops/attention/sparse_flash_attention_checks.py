@@ -19,6 +19,20 @@ _HALF = (torch.float16, torch.bfloat16)
 _A2_A3_HEADS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
+def expect_sparse_selection(op, query, sparse_indices, k_heads, sparse_block_size):
+    """``sparse_indices`` int32 ``query.shape[:-2] + (K heads, sparse_size > 0)`` and a
+    ``sparse_block_size`` that is a power of 2 in [1, 128] (SFA and its kv-quant form)."""
+    checks.expect_dtype(sparse_indices, (torch.int32,), op, "sparse_indices")
+    want = list(query.shape[:-2]) + [k_heads]
+    checks.expect(sparse_indices.dim() == len(want) + 1 and
+                  list(sparse_indices.shape[:-1]) == want and sparse_indices.shape[-1] > 0,
+                  op, "sparse_indices", lambda: f"shape {want + ['sparse_size > 0']}",
+                  lambda: f"shape {tuple(sparse_indices.shape)}", ValueError)
+    sbs = sparse_block_size
+    checks.expect(1 <= sbs <= 128 and sbs & (sbs - 1) == 0, op, "sparse_block_size",
+                  "a power of 2 in [1, 128]", repr(sbs), ValueError)
+
+
 def _floats() -> tuple:
     return _HALF if targets.current() is not None else _HALF + (torch.float64,)
 
@@ -57,15 +71,8 @@ def _check_common(op, query, key, value, sparse_indices, *, block_table, lengths
         checks.expect(tuple(key_rope.shape) == want_k, op, "key_rope",
                       lambda: f"shape {list(want_k)} (key's shape with the rope dim)",
                       lambda: f"shape {tuple(key_rope.shape)}", ValueError)
-    checks.expect_dtype(sparse_indices, (torch.int32,), op, "sparse_indices")
-    want = list(query.shape[:-2]) + [shapes.k_heads]
-    checks.expect(sparse_indices.dim() == len(want) + 1 and
-                  list(sparse_indices.shape[:-1]) == want and sparse_indices.shape[-1] > 0,
-                  op, "sparse_indices", lambda: f"shape {want + ['sparse_size > 0']}",
-                  lambda: f"shape {tuple(sparse_indices.shape)}", ValueError)
+    expect_sparse_selection(op, query, sparse_indices, shapes.k_heads, sparse_block_size)
     sbs = sparse_block_size
-    checks.expect(1 <= sbs <= 128 and sbs & (sbs - 1) == 0, op, "sparse_block_size",
-                  "a power of 2 in [1, 128]", repr(sbs), ValueError)
     if layout_kv == "PA_BSND":
         checks.expect(key.shape[1] % sbs == 0, op, "sparse_block_size",
                       lambda: f"a divisor of the paged block_size {key.shape[1]}", repr(sbs),
